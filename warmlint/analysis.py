@@ -1,0 +1,117 @@
+"""The pipeline: index -> warmups -> serving replay, once per configuration leaf.
+
+Rules (``warmlint.rules``) turn the per-leaf observations gathered here into findings.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from warmlint.configs import Assumptions, Decision, enumerate_leaves
+from warmlint.cst_functions import FunctionLoader
+from warmlint.index import SourceTree
+from warmlint.interp import Interp
+from warmlint.resolve import Resolver
+from warmlint.serving import ServingRecorder, run_entries
+from warmlint.settings import Settings
+from warmlint.warmup import WarmupMethod, WarmupRecorder, discover, run_warmups
+
+
+@dataclass
+class Leaf:
+    decisions: list  # [Decision]
+    warm: WarmupRecorder
+    serving: ServingRecorder
+    assumed: dict
+
+
+@dataclass
+class Program:
+    """One model runner: its warmups and one Leaf per configuration.
+
+    Runners are separate programs (a deployment runs one), so coverage by one runner's
+    warmup never excuses a gap in another's.
+    """
+
+    runner: str  # qualified class name
+    warmups: list  # [WarmupMethod]
+    leaves: list = field(default_factory=list)
+
+    def leaf_configs(self, indices) -> tuple[list[str], bool]:
+        """Config conditions common to the given leaves, and whether they pick exactly them."""
+        chosen = [self.leaves[i] for i in indices]
+        if not chosen:
+            return [], True
+        common = set(chosen[0].decisions)
+        for leaf in chosen[1:]:
+            common &= set(leaf.decisions)
+        ordered = [d for d in chosen[0].decisions if d in common]
+        exact = all(
+            i in indices or not common <= set(leaf.decisions)
+            for i, leaf in enumerate(self.leaves))
+        return [d.text() for d in ordered], exact
+
+
+@dataclass
+class Facts:
+    """Everything the rules may look at."""
+
+    tree: SourceTree
+    resolver: Resolver
+    settings: Settings
+    warmups: list  # [WarmupMethod]
+    programs: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # (path, line, message)
+    truncated: bool = False
+    seconds: float = 0.0
+    functions_parsed: int = 0
+
+
+def analyze(tree: SourceTree, settings: Settings) -> Facts:
+    started = time.perf_counter()
+    loader = FunctionLoader(tree)
+    resolver = Resolver(tree, loader, settings)
+    methods = discover(resolver)
+    facts = Facts(tree, resolver, settings, methods)
+    seen_errors: set = set()
+    runners: dict = {}
+    for method in methods:
+        runners.setdefault(method.cls, []).append(method)
+    for cls, group in runners.items():
+        program = Program(cls.dotted, group)
+        facts.programs.append(program)
+        _run_program(facts, program, seen_errors)
+    facts.seconds = time.perf_counter() - started
+    facts.functions_parsed = loader.functions_parsed
+    return facts
+
+
+def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
+    resolver, settings, methods = facts.resolver, facts.settings, program.warmups
+
+    def run(driver):
+        warm = WarmupRecorder()
+        winterp = Interp(resolver, driver, "warmup", warm, settings.warmup_batch)
+        errors = run_warmups(winterp, warm, methods)
+        serving = ServingRecorder(warm)
+        sinterp = Interp(resolver, driver, "serving", serving, settings.warmup_batch)
+        # Same leaf, same objects: the sampler the warmup built is the one that serves.
+        sinterp.globals_memo = winterp.globals_memo
+        sinterp.module_expr_cache = winterp.module_expr_cache
+        sinterp.lazy_memo = winterp.lazy_memo
+        errors += run_entries(sinterp, warm.entries)
+        return Leaf(list(driver.trace), warm, serving, dict(driver.used_assumptions)), errors
+
+    for driver, (leaf, errors) in enumerate_leaves(run, Assumptions(settings.assume),
+                                                   settings.max_configs):
+        program.leaves.append(leaf)
+        facts.truncated |= driver.truncated
+        for err in errors:
+            if err not in seen_errors:
+                seen_errors.add(err)
+                facts.errors.append(err)
+    facts.truncated |= len(program.leaves) >= settings.max_configs
+
+
+__all__ = ["Facts", "Leaf", "Program", "analyze", "Decision", "WarmupMethod"]

@@ -1,0 +1,156 @@
+"""Configurations: which config atoms pick the dispatch, and one verdict per choice.
+
+A config atom is a value a deployment fixes once: an env var (``envs.X``), a platform
+query (``current_platform.is_cuda()``), a ``*_config`` field such as ``logprobs_mode``.
+The analysis runs once per *leaf* of the decision tree over the atoms it actually
+consults: the first run takes a default at each undecided atom and records it; every
+recorded decision is then flipped in a later run (depth first). Pinned atoms
+(``--assume``) are never forked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from warmlint.state import _UNSET as _UNSET_EQ, SymFact, eval_pred, refine_fact
+from warmlint.values import Sym
+
+MAX_DECISIONS = 24
+
+
+def parse_assumed(text: str) -> Any:
+    low = text.strip().lower()
+    if low in ("1", "true", "on", "yes"):
+        return True
+    if low in ("0", "false", "off", "no"):
+        return False
+    if low == "none":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        return text.strip().strip("'\"")
+
+
+@dataclass(frozen=True)
+class Decision:
+    key: str
+    label: str
+    op: str
+    const: Any
+    outcome: bool
+
+    def text(self) -> str:
+        return describe_decision(self.label, self.op, self.const, self.outcome)
+
+
+def facts_as_decisions(cfg: dict) -> list:
+    """Path-level config facts, written like leaf decisions."""
+    from warmlint.interp.attrs import config_label
+
+    out = []
+    for key, fact in sorted(cfg.items()):
+        label = config_label(key)
+        if fact.eq is not _UNSET_EQ:
+            out.append(Decision(key, label, "eq", fact.eq, True))
+            continue
+        if fact.among is not None:
+            out.append(Decision(key, label, "in", fact.among, True))
+        if fact.ne:
+            out.append(Decision(key, label, "in", fact.ne, False))
+        if fact.truthy is not None:
+            out.append(Decision(key, label, "truthy", None, fact.truthy))
+        elif fact.none is not None:
+            out.append(Decision(key, label, "is_none", None, fact.none))
+    return out
+
+
+def describe_decision(label: str, op: str, const: Any, outcome: bool) -> str:
+    if op == "truthy":
+        if label.isupper() or label.startswith("VLLM_"):
+            return f"{label}={'1' if outcome else '0'}"
+        return label if outcome else f"not {label}"
+    if op == "is_none":
+        return f"{label} is {'' if outcome else 'not '}None"
+    if op == "eq":
+        return f"{label} {'==' if outcome else '!='} {const!r}"
+    if op == "in":
+        items = ", ".join(repr(c) for c in sorted(const, key=repr))
+        return f"{label} {'in' if outcome else 'not in'} ({items})"
+    sym = {"lt": "<", "le": "<=", "gt": ">", "ge": ">="}[op]
+    return f"{label} {sym} {const!r}" if outcome else f"not ({label} {sym} {const!r})"
+
+
+class Assumptions:
+    """Pinned atom values: defaults (CUDA platform) overlaid by config and --assume."""
+
+    def __init__(self, pinned: dict[str, Any]):
+        self.pinned = dict(pinned)
+
+    def lookup(self, sym: Sym) -> tuple[bool, Any]:
+        for name in (sym.key, sym.label, sym.key.rsplit(".", 1)[-1]):
+            if name in self.pinned:
+                return True, self.pinned[name]
+        return False, None
+
+
+@dataclass
+class ConfigDriver:
+    prefix: list
+    assumptions: Assumptions
+    trace: list = field(default_factory=list)
+    facts: dict = field(default_factory=dict)
+    truncated: bool = False
+    used_assumptions: dict = field(default_factory=dict)
+
+    def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
+               global_: bool = True):
+        """The atom's truth: a bool; "fork" to split the current path on it; or None for
+        an unpinned call (an opaque query). Only choices made while building objects
+        (dispatch bindings) become leaves; others are decided per path by the caller.
+        """
+        fact = (path or {}).get(sym.key) or self.fact(sym)
+        known = eval_pred(fact, op, const)
+        if known is not None:
+            return known
+        if op == "truthy" and fact.none is False:
+            return True  # a config object that is not None is truthy
+        if sym.key.endswith(")"):
+            return None
+        if not global_:
+            return "fork"
+        if len(self.trace) >= MAX_DECISIONS:
+            self.truncated = True
+            return op != "is_none"
+        k = len(self.trace)
+        outcome = self.prefix[k] if k < len(self.prefix) else True
+        self.trace.append(Decision(sym.key, sym.label, op, const, outcome))
+        self.facts[sym.key] = refine_fact(fact, op, const, outcome)
+        return outcome
+
+    def fact(self, sym: Sym) -> SymFact:
+        if sym.key in self.facts:
+            return self.facts[sym.key]
+        pinned, value = self.assumptions.lookup(sym)
+        fact = SymFact(eq=value) if pinned else SymFact()
+        if pinned:
+            self.used_assumptions[sym.label] = value
+        self.facts[sym.key] = fact
+        return fact
+
+
+def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
+                     max_leaves: int = 256) -> Iterator[tuple[ConfigDriver, Any]]:
+    """Run ``run`` once per leaf of the config decision tree (depth first)."""
+    stack: list[list[bool]] = [[]]
+    count = 0
+    while stack and count < max_leaves:
+        prefix = stack.pop()
+        driver = ConfigDriver(prefix, assumptions)
+        result = run(driver)
+        count += 1
+        yield driver, result
+        for i in range(len(driver.trace) - 1, len(prefix) - 1, -1):
+            alt = [d.outcome for d in driver.trace[:i]] + [not driver.trace[i].outcome]
+            stack.append(alt)

@@ -1,0 +1,111 @@
+"""Branch coverage: from per-config observations to cold branch outcomes.
+
+A *cold outcome* is a divergence (a branch outcome no warmup took, on a path that was
+warm until then) that reaches at least one JIT sink no warmup reached, in the same
+runner and config. Outcomes of one branch that reach the same cold sinks through the
+same chain are one cold outcome. This is what WL001 reports and ``warmlint fix`` repairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from warmlint.analysis import Facts, Program
+from warmlint.configs import facts_as_decisions
+from warmlint.interp import SinkHit
+from warmlint.state import Divergence
+
+
+@dataclass
+class ColdOutcome:
+    program: Program
+    divergences: list  # [Divergence], one per merged outcome (same site)
+    hits: dict  # sink id -> SinkHit (shortest chain)
+    leaves: list  # leaf indices where it holds
+    cfgs: list = field(default_factory=list)  # path-level config facts at the hits
+
+    @property
+    def div(self) -> Divergence:
+        return self.divergences[0]
+
+    def sinks(self) -> list[dict]:
+        out = []
+        for sink_id, hit in sorted(self.hits.items()):
+            kind, _, target = sink_id.partition(":")
+            name = target.rsplit(".", 1)[-1] if kind in ("triton", "torch.compile") else target
+            out.append({"id": sink_id, "kind": kind, "name": name, "qualname": target,
+                        "path": hit.site.path, "line": hit.site.line})
+        return out
+
+    def chain(self, hit: SinkHit) -> list[str]:
+        return chain_of(self.div, hit)
+
+    def configs(self) -> tuple[list[str], bool]:
+        texts, exact = self.program.leaf_configs(self.leaves)
+        per_hit = [set(facts_as_decisions(c)) for c in self.cfgs]
+        common = set.intersection(*per_hit) if per_hit else set()
+        extra = [d.text() for d in sorted(common, key=lambda d: d.key)]
+        return texts + [t for t in extra if t not in texts], exact and not common
+
+
+def chain_of(div: Divergence, hit: SinkHit) -> list[str]:
+    """Function names from the branch's function to the sink, then the sink."""
+    branch, at_hit = div.stack, hit.stack
+    common = 0
+    while common < min(len(branch), len(at_hit)) and branch[common] == at_hit[common]:
+        common += 1
+    if common == len(branch):
+        frames = list(at_hit[len(branch) - 1:])
+    else:  # the branch's function returned before the sink was reached
+        frames = [branch[-1]] + list(at_hit[common:])
+    names = [q for _, q in frames if not q.startswith("<")]
+    suffix = f"{hit.display}[grid]" if hit.kind == "triton" else hit.display
+    return names + [suffix]
+
+
+def _covered_by_registry(hit: SinkHit, registry: set) -> bool:
+    return any(f"{module}.{qual}" in registry for module, qual in hit.stack)
+
+
+def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
+    result: list[ColdOutcome] = []
+    for program in facts.programs:
+        merged: dict = {}
+        for index, leaf in enumerate(program.leaves):
+            warm = leaf.warm.warm_sinks
+            for div, hits in leaf.serving.cold.values():
+                best: dict = {}
+                for hit in hits:
+                    if hit.sink_id in warm or _covered_by_registry(hit, leaf.warm.registry):
+                        continue
+                    old = best.get(hit.sink_id)
+                    if old is None or len(chain_of(div, hit)) < len(chain_of(div, old)):
+                        best[hit.sink_id] = hit
+                if not best:
+                    continue
+                key = (div.site.key, div.outcome, frozenset(best))
+                if key not in merged:
+                    merged[key] = ColdOutcome(program, [div], best, [])
+                item = merged[key]
+                if index not in item.leaves:
+                    item.leaves.append(index)
+                item.cfgs += [h.cfg for h in hits if h.sink_id in best]
+        result += _merge_outcomes(list(merged.values()))
+    return result
+
+
+def _merge_outcomes(items: list[ColdOutcome]) -> list[ColdOutcome]:
+    """Outcomes of one branch reaching the same cold sinks the same way: one finding."""
+    groups: dict = {}
+    for item in items:
+        chains = tuple(tuple(item.chain(h)) for _, h in sorted(item.hits.items()))
+        key = (item.div.site.key, frozenset(item.hits), chains)
+        if key not in groups:
+            groups[key] = item
+            continue
+        head = groups[key]
+        if all(d.outcome != item.div.outcome for d in head.divergences):
+            head.divergences.append(item.div)
+        head.leaves = sorted(set(head.leaves) | set(item.leaves))
+        head.cfgs += item.cfgs
+    return list(groups.values())

@@ -1,0 +1,91 @@
+"""LibCST trees for single functions, parsed from their exact span in the file.
+
+Positions are resolved on the small per-function module only when a finding needs them,
+and map back to the file's own line and column numbers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import libcst as cst
+from libcst.metadata import MetadataWrapper, PositionProvider
+
+from warmlint.index import FuncInfo, IndexError_, SourceTree
+
+
+@dataclass(eq=False)
+class ParsedFunction:
+    module: str
+    path: str
+    info: FuncInfo
+    node: cst.FunctionDef
+    wrapper_module: cst.Module
+    line_shift: int  # real line = synthetic line + line_shift
+    _positions: dict | None = field(default=None, repr=False)
+
+    @property
+    def qualname(self) -> str:
+        return self.info.qualname
+
+    def position(self, node: cst.CSTNode) -> tuple[int, int]:
+        """(line, col) of ``node`` in the real file; col is 1-based like ruff's."""
+        if self._positions is None:
+            wrapper = MetadataWrapper(self.wrapper_module, unsafe_skip_copy=True)
+            self._positions = dict(wrapper.resolve(PositionProvider))
+        rng = self._positions.get(node)
+        if rng is None:
+            return self.info.start, 1
+        return rng.start.line + self.line_shift, rng.start.column + 1
+
+
+class FunctionLoader:
+    def __init__(self, tree: SourceTree):
+        self.tree = tree
+        self._cache: dict[tuple[str, str], ParsedFunction | None] = {}
+        self.functions_parsed = 0
+
+    def load(self, module: str, info: FuncInfo) -> ParsedFunction | None:
+        key = (module, info.qualname)
+        if key in self._cache:
+            return self._cache[key]
+        parsed = None
+        try:
+            parsed = self._parse(module, info)
+        except IndexError_ as err:
+            self.tree.errors.append(err)
+        self._cache[key] = parsed
+        return parsed
+
+    def _parse(self, module: str, info: FuncInfo) -> ParsedFunction:
+        rel = self.tree.modules[module][0]
+        lines = self.tree.lines(module)
+        span = "".join(lines[info.start - 1 : info.end])
+        if not span.endswith("\n"):
+            span += "\n"
+        indented = span[:1] in (" ", "\t")
+        text = "if 1:\n" + span if indented else span
+        try:
+            wrapper_module = cst.parse_module(text)
+        except cst.ParserSyntaxError as exc:
+            line = info.start + exc.raw_line - (2 if indented else 1)
+            raise IndexError_(rel, line, f"LibCST cannot parse {info.qualname}: {exc.message}")
+        except RecursionError:
+            raise IndexError_(rel, info.start, f"{info.qualname} is nested too deeply to parse")
+        self.functions_parsed += 1
+        node = _find_def(wrapper_module)
+        if node is None:
+            raise IndexError_(rel, info.start, f"cannot locate {info.qualname} in its span")
+        shift = info.start - (2 if indented else 1)
+        return ParsedFunction(module, rel, info, node, wrapper_module, shift)
+
+
+def _find_def(module: cst.Module) -> cst.FunctionDef | None:
+    for stmt in module.body:
+        if isinstance(stmt, cst.FunctionDef):
+            return stmt
+        if isinstance(stmt, cst.If) and isinstance(stmt.body, cst.IndentedBlock):
+            for inner in stmt.body.body:
+                if isinstance(inner, cst.FunctionDef):
+                    return inner
+    return None

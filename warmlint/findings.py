@@ -1,0 +1,53 @@
+"""Findings and their stable identity.
+
+A finding's fingerprint hashes what it is about (rule, file, function, condition,
+outcome, sinks), never its line, so baselines survive unrelated edits above it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Finding:
+    rule: str
+    name: str
+    path: str
+    line: int
+    col: int
+    function: str
+    message: str
+    condition: str = ""
+    outcome: str = ""
+    inputs: list = field(default_factory=list)
+    sinks: list = field(default_factory=list)
+    chain: list = field(default_factory=list)
+    warmups: list = field(default_factory=list)
+    configs: list = field(default_factory=list)
+    related: list = field(default_factory=list)  # [{"path", "line", "col", "message"}]
+    fix: dict | None = None  # {"description", "safe": bool}
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def fingerprint(self) -> str:
+        key = "\x1f".join([self.rule, self.path, self.function, self.condition, self.outcome,
+                           ",".join(sorted(s.get("id", "") for s in self.sinks)),
+                           self.extra.get("identity", "")])
+        return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["fingerprint"] = self.fingerprint
+        if not data["fix"]:
+            data.pop("fix")
+        if not data["related"]:
+            data.pop("related")
+        if not data["extra"]:
+            data.pop("extra")
+        return data
+
+
+def sort_key(f: Finding) -> tuple:
+    return (f.path, f.line, f.col, f.rule, f.outcome)

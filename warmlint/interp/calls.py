@@ -1,0 +1,210 @@
+"""Calls: functions, bound methods, constructors, ``nn.Module`` calls, JIT sinks."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from warmlint.interp import shims
+from warmlint.resolve import ClassRef, FuncRef
+from warmlint.state import State
+from warmlint.values import (
+    Builtin, ClassVal, Const, Dict, External, Func, Lambda, Obj, OneOf, Seq, Super, Sym,
+    Tensor, Unknown, Value, join_all, taint_of,
+)
+
+
+class CallMixin:
+    def call(self, func: Value, args: list, kwargs: dict, state: State, node) -> list:
+        results = []
+        for fv in (func.options if isinstance(func, OneOf) else (func,)):
+            if self.mode == "warmup" and self.stack and self.frame.warmup:
+                self._maybe_entry(fv, args, kwargs, state, node)
+            results += self._call_one(fv, args, kwargs, state, node)
+        return results
+
+    def _call_one(self, fv: Value, args, kwargs, state, node) -> list:
+        if self.in_module_scope and isinstance(fv, (ClassVal, Lambda, Obj)):
+            return [(state, Unknown("module-level call"))]  # import-time code is not run
+        if self.in_module_scope and isinstance(fv, Func) and not fv.compiled \
+                and self.resolver.sink_kind(fv.ref) is None:
+            return [(state, Unknown("module-level call"))]
+        if isinstance(fv, Func):
+            return self.call_function(fv, args, kwargs, state, node)
+        if isinstance(fv, Lambda):
+            return self.call_lambda(fv, args, kwargs, state)
+        if isinstance(fv, ClassVal):
+            return self.construct(fv.ref, args, kwargs, state, node)
+        if isinstance(fv, Obj):
+            return self.call_object(fv, args, kwargs, state, node)
+        if isinstance(fv, Builtin):
+            return shims.call_builtin(self, fv, args, kwargs, state, node)
+        if isinstance(fv, External):
+            return shims.call_external(self, fv, args, kwargs, state, node)
+        if isinstance(fv, Sym) and fv.kind == "config":
+            consts = ", ".join(repr(a.value) for a in args if isinstance(a, Const))
+            return [(state, Sym(f"{fv.key}({consts})", "config", f"{fv.label}({consts})", fv.taint))]
+        return [(state, shims.opaque_result(fv, args, kwargs))]
+
+    def _maybe_entry(self, fv, args, kwargs, state, node) -> None:
+        if isinstance(fv, Func) and isinstance(fv.bound, Obj) and fv.bound.lazy:
+            return  # the runner's own helpers are part of the warmup, not entries
+        if isinstance(fv, (Lambda, Builtin, External, ClassVal)):
+            return
+        if any(self._is_request_obj(v) for v in list(args) + list(kwargs.values())):
+            self.recorder.entry(self, fv, list(args), dict(kwargs), node, state)
+
+    def _is_request_obj(self, value: Value) -> bool:
+        return any(isinstance(o, Obj) and self.resolver.is_request_class(o.cls)
+                   for o in (value.options if isinstance(value, OneOf) else (value,)))
+
+    # -- functions ----------------------------------------------------------------------
+    def call_function(self, fv: Func, args, kwargs, state: State, node) -> list:
+        ref: FuncRef = fv.ref
+        kind = "torch.compile" if fv.compiled else self.resolver.sink_kind(ref)
+        if kind == "torch.compile":
+            self.hit("torch.compile", f"torch.compile:{ref.dotted}", ref.qualname, node, state)
+            return [(state, shims.opaque_result(None, args, kwargs))]
+        if kind == "triton":
+            return self.launch(fv, args, kwargs, state, node)
+        parsed = self.resolver.parsed(ref)
+        if parsed is None:
+            return [(state, shims.opaque_result(None, args, kwargs))]
+        if sum(1 for f in self.stack if f.qualname == ref.qualname and f.module == ref.module) >= 2:
+            return [(state, Unknown("recursion", taint_of(*args, *kwargs.values())))]
+        bound = [fv.bound] if fv.bound is not None else []
+        env = self.bind(parsed.node.params, bound + list(args), kwargs, ref.module, parsed)
+        from warmlint.interp.core import Frame
+
+        warm_frame = self.mode == "warmup" and isinstance(fv.bound, Obj) and fv.bound.lazy
+        frame = Frame(parsed, ref.module, ref.qualname, warmup=warm_frame)
+        callee = state.evolve(env=env)
+        return [(cs.evolve(env=state.env, pc=state.pc), val)
+                for cs, val in self.run_body(frame, parsed.node.body, callee)]
+
+    def call_lambda(self, fv: Lambda, args, kwargs, state: State) -> list:
+        from warmlint.interp.core import Frame
+
+        module = fv.frame_fn.module if fv.frame_fn else self.frame.module
+        env = self.bind(fv.node.params, list(args), kwargs, module, fv.frame_fn)
+        frame = Frame(fv.frame_fn, module, "<lambda>" if isinstance(fv.node, cst.Lambda)
+                      else fv.node.name.value, warmup=self.frame.warmup, closure=fv.env)
+        callee = state.evolve(env=env)
+        if isinstance(fv.node, cst.Lambda):
+            self.stack.append(frame)
+            try:
+                results = self.eval(fv.node.body, callee)
+            finally:
+                self.stack.pop()
+        else:
+            results = self.run_body(frame, fv.node.body, callee)
+        return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+
+    def bind(self, params: cst.Parameters, args: list, kwargs: dict, module: str, fn) -> dict:
+        env: dict = {}
+        positional = list(params.posonly_params) + list(params.params)
+        for i, param in enumerate(positional):
+            name = param.name.value
+            if i < len(args):
+                env[name] = args[i]
+            elif name in kwargs:
+                env[name] = kwargs[name]
+            else:
+                env[name] = self.default_value(param, module, fn)
+        for param in params.kwonly_params:
+            name = param.name.value
+            env[name] = kwargs[name] if name in kwargs else self.default_value(param, module, fn)
+        star = params.star_arg
+        if isinstance(star, cst.Param):
+            extra = args[len(positional):]
+            env[star.name.value] = Seq(tuple(extra), "tuple", not extra)
+        if isinstance(params.star_kwarg, cst.Param):
+            known = {p.name.value for p in positional + list(params.kwonly_params)}
+            rest = {k: v for k, v in kwargs.items() if k not in known}
+            env[params.star_kwarg.name.value] = Dict(rest, not rest)
+        return env
+
+    def default_value(self, param: cst.Param, module: str, fn) -> Value:
+        if param.default is None:
+            return Unknown(f"missing argument {param.name.value}")
+        key = id(param.default)
+        if key not in self.module_expr_cache:
+            self.module_expr_cache[key] = self.eval_in_module(param.default, module, fn)
+        return self.module_expr_cache[key]
+
+    def eval_in_module(self, expr: cst.BaseExpression, module: str, fn) -> Value:
+        from warmlint.interp.core import Frame
+
+        self.stack.append(Frame(fn, module, f"<module {module}>"))
+        try:
+            results = self.eval(expr, State({}))
+        finally:
+            self.stack.pop()
+        return join_all(v for _, v in results)
+
+    # -- objects ------------------------------------------------------------------------
+    def construct(self, ref: ClassRef, args, kwargs, state: State, node) -> list:
+        obj = Obj(ref, {}, label=ref.name)
+        init, _ = self.resolver.lookup_method(ref, "__init__")
+        if init is None and self.resolver.is_dataclass(ref):
+            fields = self.resolver.dataclass_fields(ref)
+            for i, (name, default) in enumerate(fields):
+                if i < len(args):
+                    obj.attrs[name] = args[i]
+                elif name in kwargs:
+                    obj.attrs[name] = kwargs[name]
+                elif default is not None:
+                    obj.attrs[name] = self.class_level_value(ref, default)
+            return [(state, obj)]
+        if init is None:
+            return [(state, obj)]
+        obj.under_construction = True
+        try:
+            results = self.call_function(Func(init, obj), args, kwargs, state, node)
+        finally:
+            obj.under_construction = False
+        return [(st, obj) for st, _ in results]
+
+    def call_object(self, obj: Obj, args, kwargs, state: State, node) -> list:
+        method, _ = self.resolver.lookup_method(obj.cls, "__call__")
+        if method is not None:
+            return self.call_function(Func(method, obj), args, kwargs, state, node)
+        if self.resolver.is_nn_module(obj.cls):
+            forward = self.get_attr(obj, "forward", state)
+            return self.call(forward, args, kwargs, state, node)
+        return [(state, shims.opaque_result(obj, args, kwargs))]
+
+    def super_of(self, state: State) -> Value:
+        qual = self.frame.qualname
+        if "." not in qual or "self" not in state.env:
+            return Unknown("super")
+        return Super(state.env["self"], ClassRef(self.frame.module, qual.split(".")[0]))
+
+    # -- sinks ------------------------------------------------------------------------------
+    def hit(self, kind: str, sink_id: str, display: str, node, state: State,
+            args: dict | None = None) -> None:
+        from warmlint.interp.core import SinkHit
+
+        site = self.site(node, self.code(node.func) if isinstance(node, cst.Call) else "")
+        self.recorder.sink(self, state, SinkHit(sink_id, kind, display, site, self.stack_names(),
+                                                args or {}, dict(state.facts), dict(state.cfg)))
+
+    def launch(self, kernel: Func, args, kwargs, state: State, node) -> list:
+        parsed = self.resolver.parsed(kernel.ref)
+        bound: dict = {}
+        if parsed is not None:
+            params = list(parsed.node.params.posonly_params) + list(parsed.node.params.params)
+            for i, param in enumerate(params):
+                name = param.name.value
+                if i < len(args):
+                    bound[name] = args[i]
+                elif name in kwargs:
+                    bound[name] = kwargs[name]
+        self.hit("triton", f"triton:{kernel.ref.dotted}", kernel.ref.qualname, node, state, bound)
+        return [(state, Const(None))]
+
+
+def tensor_batch(values) -> Value | None:
+    for v in values:
+        if isinstance(v, Tensor) and v.batch is not None:
+            return v.batch
+    return None

@@ -1,0 +1,204 @@
+"""Conditions: split compound tests, decide literals, fork on request inputs.
+
+A test is walked in short-circuit order. Each literal is decided by constants and path
+facts if possible; a config literal is decided by the config driver (one value per
+leaf); a literal that depends on a request input forks the path in two and marks both
+with the condition's taint (implicit flow); any other unknown forks without marking.
+The outcome of an ``if`` is its arm plus, for ``a or b`` tests, the disjunct that made
+it true: the seeded path of ``(k is None and p is None) or generators`` is
+``body#1``, not the same outcome as ``body#0``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import libcst as cst
+
+from warmlint.state import Divergence, State, decide
+from warmlint.values import OneOf, Pred, Sym, Value
+
+
+@dataclass(frozen=True)
+class Lit:
+    kind: str  # 'request' | 'neutral'
+    text: str
+    inputs: frozenset
+
+
+def _flatten(node: cst.BaseExpression, op: type) -> list:
+    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, op) and not node.lpar:
+        return _flatten(node.left, op) + _flatten(node.right, op)
+    return [node]
+
+
+class CondMixin:
+    def in_constructor(self) -> bool:
+        """Config read while building an object: the choice must hold for the whole run."""
+        return any(f.lazy_locals is not None or f.qualname.endswith(".__init__")
+                   for f in self.stack)
+
+    def node_key(self, node: cst.CSTNode) -> str:
+        fn = self.frame.fn
+        return f"{fn.path if fn else '?'}#{id(node)}"
+
+    # -- walking a test ------------------------------------------------------------------
+    def eval_condition(self, test, state: State, value: Value | None = None) -> list:
+        """(state, truth, (disjunct, literals, deciding literals)) for each way the test
+        can go; the deciding literals of a true ``a or b`` are those of its true disjunct."""
+        if value is not None:
+            return [(st, t, (0, lits, lits)) for st, t, lits in self._literal(test, state, value)]
+        disjuncts = _flatten(test, cst.Or)
+        out = []
+        pending = [(state, ())]
+        for index, disjunct in enumerate(disjuncts):
+            nxt = []
+            for st, lits in pending:
+                for st2, truth, lits2 in self._walk(disjunct, st):
+                    if truth:
+                        out.append((st2, True, (index, lits + lits2, lits2)))
+                    else:
+                        nxt.append((st2, lits + lits2))
+            pending = nxt
+        out += [(st, False, (None, lits, lits)) for st, lits in pending]
+        return out
+
+    def _walk(self, node, state: State) -> list:
+        if isinstance(node, cst.BooleanOperation):
+            is_and = isinstance(node.operator, cst.And)
+            out = []
+            for st, truth, lits in self._walk(node.left, state):
+                if truth != is_and:
+                    out.append((st, truth, lits))
+                    continue
+                for st2, truth2, lits2 in self._walk(node.right, st):
+                    out.append((st2, truth2, lits + lits2))
+            return out
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+            return [(st, not t, lits) for st, t, lits in self._walk(node.expression, state)]
+        return self._literal(node, state)
+
+    def _literal(self, node, state: State, value: Value | None = None) -> list:
+        results = self.eval(node, state) if value is None else [(state, value)]
+        out = []
+        for st, val in results:
+            truth = decide(st, val)
+            if truth is not None:
+                out.append((st, truth, ()))
+                continue
+            config = self._config_decision(val, st)
+            if isinstance(config, bool):
+                out.append((st, config, ()))
+                continue
+            if config is not None:  # decided per path: fork, both outcomes are this config's
+                pred, base = config
+                lit = Lit("config", self.code(node), frozenset())
+                out += [(st.refine_cfg(pred, o, base), o, (lit,)) for o in (True, False)]
+                continue
+            inputs = frozenset(val.taint.inputs)
+            lit = Lit("request" if inputs else "neutral", self.code(node), inputs)
+            for outcome in (True, False):
+                st2 = self._refine(st, node, val, outcome)
+                if st2 is None:
+                    continue
+                if inputs:
+                    st2 = st2.evolve(pc=st2.pc | val.taint)
+                out.append((st2, outcome, (lit,)))
+        return out
+
+    def _config_decision(self, val: Value, st: State):
+        """bool when decided; (pred, base fact) to fork this path; None if not config."""
+        if isinstance(val, Sym) and val.kind == "config":
+            val = Pred("truthy", val)
+        if not (isinstance(val, Pred) and val.sym.kind == "config"):
+            return None
+        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, self.in_constructor())
+        if isinstance(truth, bool):
+            return truth != val.negated
+        if truth == "fork":
+            return val, self.driver.fact(val.sym)
+        return None
+
+    def _refine(self, st: State, node, val: Value, outcome: bool) -> State | None:
+        if isinstance(val, Pred):
+            return st.refine(val, outcome)
+        if isinstance(val, Sym):
+            return st.refine(Pred("truthy", val), outcome)
+        name, test = _name_test(node)
+        if name is not None and isinstance(st.env.get(name), OneOf):
+            kept = [o for o in st.env[name].options if _option_passes(st, o, test) in (None, outcome)]
+            if not kept:
+                return None
+            new = st.fork()
+            new.env[name] = kept[0] if len(kept) == 1 else OneOf(tuple(kept), st.env[name].taint)
+            return new
+        return st
+
+    # -- branch sites --------------------------------------------------------------------
+    def branch(self, test, state: State, site_node, value: Value | None = None) -> list:
+        """Walk ``test`` and return (state, truth, outcome id), recording coverage."""
+        results = self.eval_condition(test, state, value)
+        multi = len(_flatten(test, cst.Or)) > 1 if value is None else False
+        key = self.node_key(site_node)
+        out = []
+        for st, truth, (disjunct, lits, deciding) in results:
+            outcome = "else" if not truth else (f"body#{disjunct}" if multi else "body")
+            if self.mode == "warmup":
+                self.recorder.branch(self, key, outcome, st)
+            elif any(lit.kind == "request" for lit in lits):
+                warm = self.recorder.warm_outcomes(key, st.cfg)
+                unwarmed = warm is None or outcome not in warm
+                if unwarmed and st.div is None:
+                    st = st.evolve(div=self._divergence(test, site_node, outcome, deciding, multi,
+                                                        disjunct))
+                elif unwarmed and warm is not None and not _depends(lits, st.div):
+                    # A second, independent unwarmed outcome: that path belongs to the
+                    # divergence of its own (found on the warm path), not to this one.
+                    continue
+            out.append((st, truth, outcome))
+        return out
+
+    def _divergence(self, test, site_node, outcome, lits, multi, disjunct) -> Divergence:
+        cond = self.code(test)
+        loop = isinstance(site_node, (cst.For, cst.While)) and not isinstance(site_node, cst.While)
+        site = self.site(site_node, f"for ... in {cond}" if loop else cond)
+        if loop:
+            text = f"`{cond}` is {'empty' if outcome == 'else' else 'non-empty'}"
+        elif outcome == "else":
+            text = f"`{cond}` is false"
+        elif multi:
+            text = f"`{self.code(_flatten(test, cst.Or)[disjunct])}` is true"
+        else:
+            text = f"`{cond}` is true"
+        inputs = frozenset().union(*(lit.inputs for lit in lits))
+        return Divergence(site, outcome, text, inputs, self.stack_names())
+
+
+def _depends(lits, div: Divergence) -> bool:
+    return any(lit.inputs & div.inputs for lit in lits)
+
+
+def _name_test(node) -> tuple[str | None, str]:
+    if isinstance(node, cst.Name):
+        return node.value, "truthy"
+    if (isinstance(node, cst.Comparison) and isinstance(node.left, cst.Name)
+            and len(node.comparisons) == 1
+            and isinstance(node.comparisons[0].comparator, cst.Name)
+            and node.comparisons[0].comparator.value == "None"):
+        op = node.comparisons[0].operator
+        if isinstance(op, cst.Is):
+            return node.left.value, "is_none"
+        if isinstance(op, cst.IsNot):
+            return node.left.value, "not_none"
+    return None, ""
+
+
+def _option_passes(st: State, option: Value, test: str) -> bool | None:
+    from warmlint.values import Const, Unknown
+
+    if test == "truthy":
+        return decide(st, option)
+    if isinstance(option, (Sym, Unknown, OneOf)):
+        return None
+    is_none = isinstance(option, Const) and option.value is None
+    return is_none if test == "is_none" else not is_none

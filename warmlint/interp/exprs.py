@@ -1,0 +1,376 @@
+"""Expression evaluation. Every ``eval`` returns (state, value) pairs: calls can fork."""
+
+from __future__ import annotations
+
+import operator
+
+import libcst as cst
+
+from warmlint.state import State, decide
+from warmlint.values import (
+    CLEAN, Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, Seq, Sym, Tensor,
+    Unknown, Value, join, options, same, taint_of,
+)
+
+_BINOPS = {
+    cst.Add: operator.add, cst.Subtract: operator.sub, cst.Multiply: operator.mul,
+    cst.FloorDivide: operator.floordiv, cst.Modulo: operator.mod, cst.Divide: operator.truediv,
+    cst.BitOr: operator.or_, cst.BitAnd: operator.and_, cst.LeftShift: operator.lshift,
+    cst.RightShift: operator.rshift, cst.Power: operator.pow,
+    cst.AddAssign: operator.add, cst.SubtractAssign: operator.sub,
+    cst.MultiplyAssign: operator.mul, cst.FloorDivideAssign: operator.floordiv,
+    cst.BitOrAssign: operator.or_, cst.BitAndAssign: operator.and_,
+}
+_CMP = {cst.Equal: "eq", cst.NotEqual: "ne", cst.LessThan: "lt", cst.LessThanEqual: "le",
+        cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge", cst.Is: "is", cst.IsNot: "isnot",
+        cst.In: "in", cst.NotIn: "notin"}
+_FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+
+
+class ExprMixin:
+    def eval(self, node: cst.BaseExpression, state: State) -> list:
+        self.tick()
+        handler = getattr(self, "expr_" + type(node).__name__, None)
+        if handler is None:
+            return [(state, Unknown(type(node).__name__))]
+        return handler(node, state)
+
+    def eval_seq(self, nodes, state: State) -> list:
+        """Evaluate nodes left to right: (state, [values]) pairs."""
+        results = [(state, [])]
+        for node in nodes:
+            nxt = []
+            for st, vals in results:
+                for st2, val in self.eval(node, st):
+                    nxt.append((st2, vals + [val]))
+            results = nxt
+        return results
+
+    # -- atoms ------------------------------------------------------------------------------
+    def expr_Name(self, node: cst.Name, state: State) -> list:
+        return [(state, self.lookup(node.value, state))]
+
+    def lookup(self, name: str, state: State) -> Value:
+        if name in state.env:
+            return state.env[name]
+        frame = self.frame
+        if frame.closure is not None and name in frame.closure:
+            return frame.closure[name]
+        if frame.lazy_locals is not None and name not in ("True", "False", "None"):
+            found = frame.lazy_locals(name)
+            if found is not None:
+                return found
+        if name in ("True", "False", "None"):
+            return Const({"True": True, "False": False, "None": None}[name])
+        return self.global_value(self.frame.module, name)
+
+    def expr_Integer(self, node, state):
+        return [(state, Const(node.evaluated_value))]
+
+    expr_Float = expr_Integer
+    expr_Imaginary = expr_Integer
+
+    def expr_SimpleString(self, node, state):
+        try:
+            return [(state, Const(node.evaluated_value))]
+        except Exception:
+            return [(state, Unknown("str"))]
+
+    def expr_ConcatenatedString(self, node, state):
+        try:
+            return [(state, Const(node.evaluated_value))]
+        except Exception:
+            return [(state, Unknown("str"))]
+
+    def expr_FormattedString(self, node, state):
+        return [(state, Unknown("str"))]
+
+    def expr_Ellipsis(self, node, state):
+        return [(state, Const(...))]
+
+    # -- containers -------------------------------------------------------------------------
+    def _elements(self, node, state, kind):
+        elts = [e for e in node.elements]
+        if any(isinstance(e, cst.StarredElement) for e in elts):
+            out = []
+            for st, vals in self.eval_seq([e.value for e in elts], state):
+                out.append((st, Seq(None, kind, None, taint_of(*vals))))
+            return out
+        return [(st, Seq(tuple(vals), kind, not vals)) for st, vals in
+                self.eval_seq([e.value for e in elts], state)]
+
+    def expr_Tuple(self, node, state):
+        return self._elements(node, state, "tuple")
+
+    def expr_List(self, node, state):
+        return self._elements(node, state, "list")
+
+    def expr_Set(self, node, state):
+        return self._elements(node, state, "set")
+
+    def expr_Dict(self, node, state):
+        if not node.elements:
+            return [(state, Dict({}, True))]
+        if any(isinstance(e, cst.StarredDictElement) for e in node.elements):
+            out = []
+            for st, vals in self.eval_seq([e.value for e in node.elements], state):
+                out.append((st, Dict(None, None, taint_of(*vals))))
+            return out
+        keys = [e.key for e in node.elements]
+        vals_nodes = [e.value for e in node.elements]
+        out = []
+        for st, vals in self.eval_seq(keys + vals_nodes, state):
+            ks, vs = vals[: len(keys)], vals[len(keys):]
+            if all(isinstance(k, Const) for k in ks):
+                items = {}
+                for k, v in zip(ks, vs):
+                    try:
+                        items[k.value] = v
+                    except TypeError:
+                        items = None
+                        break
+                out.append((st, Dict(items, False, CLEAN)))
+            else:
+                out.append((st, Dict(None, False, taint_of(*ks))))
+        return out
+
+    def _comprehension(self, node, state, kind):
+        out = []
+        for_in = node.for_in
+        iters = []
+        while for_in is not None:
+            iters.append(for_in.iter)
+            for_in = for_in.inner_for_in
+        for st, vals in self.eval_seq(iters, state):
+            taint = taint_of(*vals)
+            empty = True if any(decide(st, v) is False for v in vals) else None
+            out.append((st, Dict(None, empty, taint) if kind == "dict" else Seq(None, kind, empty, taint)))
+        return out
+
+    def expr_ListComp(self, node, state):
+        return self._comprehension(node, state, "list")
+
+    def expr_SetComp(self, node, state):
+        return self._comprehension(node, state, "set")
+
+    def expr_GeneratorExp(self, node, state):
+        return self._comprehension(node, state, "gen")
+
+    def expr_DictComp(self, node, state):
+        return self._comprehension(node, state, "dict")
+
+    # -- operators --------------------------------------------------------------------------
+    def expr_BinaryOperation(self, node, state):
+        return [(st, self.binary(a, b, node.operator)) for st, (a, b) in
+                self.eval_seq([node.left, node.right], state)]
+
+    def binary(self, a: Value, b: Value, op) -> Value:
+        taint = a.taint | b.taint
+        if isinstance(a, Const) and isinstance(b, Const):
+            fn = _BINOPS.get(type(op))
+            if fn is not None:
+                try:
+                    result = fn(a.value, b.value)
+                    if not isinstance(result, (int, float)) or abs(result) < 2**63:
+                        return Const(result, taint)
+                except Exception:
+                    pass
+        for side in (a, b):
+            if isinstance(side, Tensor):
+                return Tensor(side.batch, taint)
+        return Unknown("", taint)
+
+    def expr_UnaryOperation(self, node, state):
+        out = []
+        for st, val in self.eval(node.expression, state):
+            if isinstance(node.operator, cst.Not):
+                truth = decide(st, val)
+                if truth is not None:
+                    out.append((st, Const(not truth, val.taint)))
+                elif isinstance(val, Pred):
+                    out.append((st, val.negate()))
+                elif isinstance(val, Sym):
+                    out.append((st, Pred("truthy", val, None, True, "", val.taint)))
+                else:
+                    out.append((st, Unknown("", val.taint)))
+            elif isinstance(val, Const) and isinstance(node.operator, cst.Minus):
+                try:
+                    out.append((st, Const(-val.value, val.taint)))
+                except TypeError:
+                    out.append((st, Unknown("", val.taint)))
+            else:
+                out.append((st, val if isinstance(val, Tensor) else Unknown("", val.taint)))
+        return out
+
+    def expr_BooleanOperation(self, node, state):
+        # Value-level `a or b` / `a and b`: pick when decided, else either (no fork).
+        is_and = isinstance(node.operator, cst.And)
+        out = []
+        for st, left in self.eval(node.left, state):
+            truth = decide(st, left)
+            if truth is not None and truth != is_and:
+                out.append((st, left))
+                continue
+            for st2, right in self.eval(node.right, st):
+                out.append((st2, right if truth is not None else join(left, right, left.taint)))
+        return out
+
+    def expr_Comparison(self, node, state):
+        out = []
+        nodes = [node.left] + [c.comparator for c in node.comparisons]
+        for st, vals in self.eval_seq(nodes, state):
+            result = None
+            for i, comp in enumerate(node.comparisons):
+                part = self.compare(vals[i], _CMP.get(type(comp.operator), "?"), vals[i + 1], st)
+                result = part if result is None else self._and(result, part, st)
+            out.append((st, result))
+        return out
+
+    def _and(self, a: Value, b: Value, st: State) -> Value:
+        ta, tb = decide(st, a), decide(st, b)
+        if ta is False or tb is False:
+            return Const(False, a.taint | b.taint)
+        if ta is True:
+            return b
+        if tb is True:
+            return a
+        return Unknown("", a.taint | b.taint)
+
+    def compare(self, a: Value, op: str, b: Value, st: State) -> Value:
+        taint = a.taint | b.taint
+        if isinstance(a, OneOf) or isinstance(b, OneOf):
+            results = [self.compare(x, op, y, st) for x in options(a) for y in options(b)]
+            truths = {decide(st, r) for r in results}
+            if len(truths) == 1 and None not in truths:
+                return Const(truths.pop(), taint)
+            return Unknown("", taint)
+        if isinstance(a, Const) and isinstance(b, Const):
+            result = _concrete_compare(a.value, op, b.value)
+            return Unknown("", taint) if result is None else Const(result, taint)
+        if isinstance(a, Const) and op in ("in", "notin") and isinstance(b, Seq) \
+                and b.items is not None and all(isinstance(i, Const) for i in b.items):
+            found = any(_concrete_compare(a.value, "eq", i.value) for i in b.items)
+            return Const(found == (op == "in"), taint)
+        if op in ("is", "isnot"):
+            return self._identity(a, op, b, taint)
+        if isinstance(b, Sym) and isinstance(a, Const) and op in _FLIP:
+            a, b, op = b, a, _FLIP[op]
+        if isinstance(a, Sym) and isinstance(b, Const):
+            if op == "ne":
+                return Pred("eq", a, b.value, True, "", taint)
+            if op in ("eq", "lt", "le", "gt", "ge"):
+                return Pred(op, a, b.value, False, "", taint)
+        if isinstance(a, Sym) and op in ("in", "notin") and isinstance(b, Seq) and b.items is not None \
+                and all(isinstance(i, Const) for i in b.items):
+            return Pred("in", a, frozenset(i.value for i in b.items), op == "notin", "", taint)
+        if op in ("eq", "ne") and same(a, b) and not isinstance(a, (Sym, Unknown, Tensor)):
+            return Const(op == "eq", taint)
+        return Unknown("", taint)
+
+    def _identity(self, a: Value, op: str, b: Value, taint) -> Value:
+        if isinstance(a, Const) and a.value is None:
+            a, b = b, a
+        if isinstance(b, Const) and b.value is None:
+            if isinstance(a, Sym):
+                return Pred("is_none", a, None, op == "isnot", "", taint)
+            if isinstance(a, (Unknown, External)):
+                return Unknown("", taint)
+            return Const((op == "isnot"), taint)
+        if same(a, b) and not isinstance(a, (Unknown, Sym)):
+            return Const(op == "is", taint)
+        return Unknown("", taint)
+
+    # -- conditional expression, lambda, walrus -------------------------------------------
+    def expr_IfExp(self, node: cst.IfExp, state):
+        out = []
+        for st, truth, _ in self.branch(node.test, state, node):
+            for st2, val in self.eval(node.body if truth else node.orelse, st):
+                out.append((st2, val.with_taint(st2.pc)))
+        return out
+
+    def expr_Lambda(self, node, state):
+        return [(state, Lambda(node, dict(state.env), self.frame.fn))]
+
+    def expr_NamedExpr(self, node, state):
+        return [(self.assign(node.target, v, st), v) for st, v in self.eval(node.value, state)]
+
+    def expr_Await(self, node, state):
+        return [(st, Unknown("await", v.taint)) for st, v in self.eval(node.expression, state)]
+
+    def expr_Yield(self, node, state):
+        return [(state, Unknown("yield"))]
+
+    def expr_StarredElement(self, node, state):
+        return self.eval(node.value, state)
+
+    # -- attribute, subscript, call ---------------------------------------------------------
+    def expr_Attribute(self, node: cst.Attribute, state):
+        return [(st, self.get_attr(obj, node.attr.value, st)) for st, obj in self.eval(node.value, state)]
+
+    def expr_Subscript(self, node: cst.Subscript, state):
+        out = []
+        for st, base in self.eval(node.value, state):
+            if isinstance(base, Func) and self.resolver.sink_kind(base.ref) == "triton":
+                out.append((st, Builtin("launch", base)))
+                continue
+            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+                for st2, key in self.eval(node.slice[0].slice.value, st):
+                    out.append((st2, self.subscript(base, key, st2)))
+            else:
+                out.append((st, Tensor(None, base.taint) if isinstance(base, Tensor)
+                            else Unknown("slice", base.taint)))
+        return out
+
+    def subscript(self, base: Value, key: Value, st: State) -> Value:
+        taint = base.taint | key.taint
+        if isinstance(base, Seq) and base.items is not None and isinstance(key, Const) \
+                and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
+            return base.items[key.value].with_taint(taint)
+        if isinstance(base, Dict) and base.items is not None and isinstance(key, Const):
+            try:
+                if key.value in base.items:
+                    return base.items[key.value].with_taint(taint)
+            except TypeError:
+                pass
+        if isinstance(base, Tensor):
+            return Tensor(None, taint)
+        if isinstance(base, OneOf):
+            vals = [self.subscript(o, key, st) for o in base.options]
+            result = vals[0]
+            for v in vals[1:]:
+                result = join(result, v)
+            return result.with_taint(taint)
+        if isinstance(base, Sym):
+            return Sym(f"{base.key}[{key.value if isinstance(key, Const) else '?'}]", base.kind,
+                       f"{base.label}[...]", taint)
+        return Unknown("item", taint)
+
+    def expr_Call(self, node: cst.Call, state):
+        out = []
+        for st, func in self.eval(node.func, state):
+            arg_nodes = [a.value for a in node.args]
+            for st2, vals in self.eval_seq(arg_nodes, st):
+                args, kwargs = [], {}
+                for a, v in zip(node.args, vals):
+                    if a.star == "*":
+                        args.extend(v.items if isinstance(v, Seq) and v.items is not None
+                                    else [Unknown("*args", v.taint)])
+                    elif a.star == "**":
+                        if isinstance(v, Dict) and v.items is not None:
+                            kwargs.update({str(k): x for k, x in v.items.items()})
+                    elif a.keyword is not None:
+                        kwargs[a.keyword.value] = v
+                    else:
+                        args.append(v)
+                out += self.call(func, args, kwargs, st2, node)
+        return out
+
+
+def _concrete_compare(a, op, b):
+    try:
+        return {"eq": lambda: a == b, "ne": lambda: a != b, "lt": lambda: a < b,
+                "le": lambda: a <= b, "gt": lambda: a > b, "ge": lambda: a >= b,
+                "is": lambda: a is b, "isnot": lambda: a is not b,
+                "in": lambda: a in b, "notin": lambda: a not in b}[op]()
+    except Exception:
+        return None

@@ -1,0 +1,183 @@
+"""What Python builtins, tensor methods and a few torch/dataclasses calls return.
+
+Only what the analysis needs is modeled: the batch dimension of tensors (so that
+``logits.shape[0] >= 8`` is a request-dependent branch), emptiness of dicts and lists
+(``generators={}``), ``dataclasses.replace``, ``torch.compile`` and external JIT sinks.
+Anything else returns an unknown value that keeps the taint of its inputs.
+"""
+
+from __future__ import annotations
+
+from warmlint.state import State, decide
+from warmlint.values import (
+    Builtin, ClassVal, Const, Dict, External, Func, Obj, OneOf, Seq, Sym, Tensor, Unknown,
+    Value, join_all, taint_of,
+)
+
+_SHAPE_MAKERS = {"full", "empty", "zeros", "ones", "rand", "randn", "randint", "arange"}
+_LIKE_MAKERS = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"}
+
+
+def _batch_of(values) -> Value | None:
+    for v in values:
+        if isinstance(v, Tensor) and v.batch is not None:
+            return v.batch
+    return None
+
+
+def opaque_result(callee: Value | None, args, kwargs) -> Value:
+    """An unknown call's result; a tensor keeps the batch rows of its tensor input."""
+    values = list(args) + list(kwargs.values())
+    taint = taint_of(*values) if values else (callee.taint if callee is not None else taint_of())
+    batch = _batch_of(values)
+    if batch is not None or any(isinstance(v, Tensor) for v in values):
+        return Tensor(batch, taint)
+    return Unknown("call", taint)
+
+
+def _shape_batch(shape: Value) -> Value | None:
+    if isinstance(shape, Seq) and shape.items:
+        return shape.items[0]
+    if isinstance(shape, (Const, Sym)):
+        return shape
+    return None
+
+
+def call_external(interp, fv: External, args, kwargs, state: State, node) -> list:
+    name = fv.qualname
+    settings = interp.settings
+    for prefix, granularity in settings.external_sinks.items():
+        if name == prefix or name.startswith(prefix + "."):
+            parts = name.split(".")
+            sink = ".".join(parts[:2]) if granularity == "module" else name
+            interp.hit("external", f"{prefix}:{sink}", name, node, state)
+            return [(state, opaque_result(fv, args, kwargs))]
+    if name in settings.compile_calls:
+        if args and isinstance(args[0], Func):
+            return [(state, Func(args[0].ref, args[0].bound, compiled=True))]
+        return [(state, Builtin("compile_decorator"))]
+    if name == "dataclasses.replace" and args and isinstance(args[0], Obj):
+        clone = Obj(args[0].cls, {**args[0].attrs, **kwargs}, label=args[0].label)
+        return [(state, clone)]
+    head, _, leaf = name.rpartition(".")
+    if head == "torch" and leaf in _SHAPE_MAKERS:
+        batch = _shape_batch(args[0]) if args else None
+        return [(state, Tensor(batch, taint_of(*args, *kwargs.values())))]
+    if head == "torch" and leaf in _LIKE_MAKERS:
+        return [(state, Tensor(_batch_of(args), taint_of(*args)))]
+    return [(state, opaque_result(fv, args, kwargs))]
+
+
+def call_builtin(interp, fv: Builtin, args, kwargs, state: State, node) -> list:
+    name, bound = fv.name, fv.bound
+    values = list(args) + list(kwargs.values())
+    taint = taint_of(*values)
+    if name == "launch":
+        return interp.launch(bound, args, kwargs, state, node)
+    if name == "noop" or name == "print":
+        return [(state, Const(None))]
+    if name == "super":
+        return [(state, interp.super_of(state))]
+    if name.startswith("tensor."):
+        return [(state, _tensor_method(name[7:], bound, args, taint))]
+    if name.startswith("dict.") or name.startswith("seq."):
+        return [(state, _container_method(name.split(".", 1)[1], bound, args, taint))]
+    if name.startswith("funcattr."):
+        attr = name.split(".", 1)[1]
+        if attr in interp.settings.registry_methods:
+            interp.recorder.registered(interp, bound, state)
+            return [(state, Const(None))]
+        return [(state, opaque_result(bound, args, kwargs))]
+    if name.startswith("const."):
+        return [(state, Unknown("", bound.taint | taint))]
+    return [(state, _plain_builtin(interp, name, args, kwargs, state, taint))]
+
+
+def _tensor_method(method: str, tensor: Tensor, args, taint) -> Value:
+    taint = tensor.taint | taint
+    if method == "size":
+        if args and isinstance(args[0], Const) and args[0].value == 0:
+            return (tensor.batch or Unknown("rows")).with_taint(taint)
+        if not args:
+            return Seq((tensor.batch or Unknown("rows"), Unknown("cols")), "shape", False, taint)
+        return Unknown("size", taint)
+    if method in ("item", "tolist", "any", "all", "sum", "max", "min", "numel", "dim", "__len__"):
+        return Unknown(method, taint)
+    if method in ("new_empty", "new_zeros", "new_ones", "new_full"):
+        return Tensor(_shape_batch(args[0]) if args else None, taint)
+    return Tensor(tensor.batch, taint)
+
+
+def _container_method(method: str, container: Value, args, taint) -> Value:
+    taint = container.taint | taint
+    empty = getattr(container, "empty", None)
+    if method in ("items", "values", "keys", "copy"):
+        return Seq(None, "list", empty, taint)
+    if method == "get" and isinstance(container, Dict) and container.items is not None and args:
+        key = args[0]
+        if isinstance(key, Const):
+            try:
+                if key.value in container.items:
+                    return container.items[key.value]
+            except TypeError:
+                pass
+            return args[1] if len(args) > 1 else Const(None)
+    if method in ("append", "extend", "update", "clear", "add", "pop", "insert", "setdefault"):
+        return Unknown(method, taint)
+    return Unknown(method, taint)
+
+
+def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
+    if name == "len" and args:
+        arg = args[0]
+        if isinstance(arg, (Seq, Dict)) and arg.items is not None:
+            return Const(len(arg.items), taint)
+        if isinstance(arg, (Seq, Dict)) and arg.empty:
+            return Const(0, taint)
+        if isinstance(arg, Sym):
+            return Sym(f"len({arg.key})", arg.kind, f"len({arg.label})", taint, is_int=True)
+        return Unknown("len", taint)
+    if name in ("bool",) and args:
+        truth = decide(state, args[0])
+        return Const(truth, taint) if truth is not None else args[0]
+    if name in ("int", "float") and args:
+        return args[0] if isinstance(args[0], (Const, Sym)) else Unknown(name, taint)
+    if name in ("min", "max") and args and all(isinstance(a, Const) for a in args):
+        try:
+            return Const((min if name == "min" else max)(a.value for a in args), taint)
+        except Exception:
+            return Unknown(name, taint)
+    if name == "isinstance" and len(args) == 2:
+        return _isinstance(interp, args[0], args[1], taint)
+    if name in ("getattr",) and len(args) >= 2 and isinstance(args[1], Const) \
+            and isinstance(args[1].value, str):
+        return interp.get_attr(args[0], args[1].value, state)
+    if name == "hasattr" and len(args) == 2 and isinstance(args[0], Obj) \
+            and isinstance(args[1], Const) and args[1].value in args[0].attrs:
+        return Const(True)
+    if name in ("list", "tuple", "sorted", "set", "frozenset") and args:
+        arg = args[0]
+        if isinstance(arg, Seq):
+            return Seq(arg.items, name, arg.empty, taint)
+        return Seq(None, name, getattr(arg, "empty", None), taint)
+    if name in ("dict",) and not args:
+        return Dict(dict(kwargs), not kwargs, taint)
+    if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
+        return Seq(None, "list", None, taint)
+    return Unknown(name, taint)
+
+
+def _isinstance(interp, value: Value, types: Value, taint) -> Value:
+    if not isinstance(value, Obj):
+        return Unknown("isinstance", taint)
+    wanted = types.items if isinstance(types, Seq) and types.items else (types,)
+    mro = interp.resolver.mro(value.cls)
+    for t in wanted:
+        if isinstance(t, ClassVal) and t.ref in mro:
+            return Const(True, taint)
+    if all(isinstance(t, ClassVal) for t in wanted):
+        return Const(False, taint)
+    return Unknown("isinstance", taint)
+
+
+__all__ = ["call_builtin", "call_external", "opaque_result", "join_all", "OneOf"]

@@ -1,0 +1,99 @@
+"""Resolved settings: defaults, then ``[tool.warmlint]`` of the analyzed tree, then flags.
+
+Everything the analysis treats as vLLM-specific is data here, so a fork with renamed
+classes or extra kernels configures it instead of patching warmlint.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT_ASSUME: dict[str, Any] = {
+    # The product is about CUDA serving; other platforms are opt-in with --assume.
+    "current_platform.is_cuda()": True,
+    "current_platform.is_cuda_alike()": True,
+    "current_platform.is_rocm()": False,
+    "current_platform.is_cpu()": False,
+    "current_platform.is_xpu()": False,
+    "current_platform.is_tpu()": False,
+    "current_platform.is_out_of_tree()": False,
+    "HAS_TRITON": True,
+    "rocm_aiter_ops.is_enabled()": False,
+}
+
+
+@dataclass
+class Settings:
+    select: tuple[str, ...] = ("WL001", "WL002", "WL003", "WL004", "WL100")
+    ignore: tuple[str, ...] = ()
+    warmup_files: tuple[str, ...] = ("**/worker/gpu_model_runner.py", "**/worker/gpu/model_runner.py")
+    warmup_methods: tuple[str, ...] = ("_dummy_*_run",)
+    request_classes: tuple[str, ...] = ("SamplingMetadata", "InputBatch", "SpecDecodeMetadata")
+    # Per-request state the model-runner-v2 sampler keeps between steps.
+    request_state_classes: tuple[str, ...] = (
+        "SamplingStates", "PenaltiesState", "LogitBiasState", "BadWordsState", "RequestState")
+    triton_decorators: tuple[str, ...] = ("triton.jit", "triton.autotune", "triton.heuristics")
+    compile_decorators: tuple[str, ...] = ("torch.compile",)
+    compile_calls: tuple[str, ...] = ("torch.compile",)
+    # External packages whose calls are JIT sinks, with the granularity of a sink's
+    # identity: "module" = package.submodule (FlashInfer builds one JIT module per
+    # submodule), "function" = the full dotted name.
+    external_sinks: dict = field(default_factory=lambda: {"flashinfer": "module"})
+    config_sources: tuple[str, ...] = ("envs", "current_platform", "HAS_TRITON", "rocm_aiter_ops")
+    registry_methods: tuple[str, ...] = ("register_warmup",)
+    assume: dict = field(default_factory=lambda: dict(DEFAULT_ASSUME))
+    # Warmup batch: max_num_seqs is unknown statically but a multiple of 16 in practice.
+    warmup_batch: Any = "multiple-of-16"
+    exclude: tuple[str, ...] = ()
+    max_configs: int = 256
+
+    def rule_enabled(self, code: str) -> bool:
+        selected = any(code.startswith(s) for s in self.select)
+        return selected and not any(code.startswith(s) for s in self.ignore)
+
+    def fingerprint(self) -> str:
+        data = json.dumps(dataclasses.asdict(self), sort_keys=True, default=str)
+        return hashlib.sha1(data.encode()).hexdigest()[:16]
+
+    def as_dict(self) -> dict:
+        out = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            out[f.name.replace("_", "-")] = list(value) if isinstance(value, tuple) else value
+        return out
+
+
+KEYS = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(Settings)}
+
+
+class SettingsError(ValueError):
+    pass
+
+
+def apply(settings: Settings, table: dict, origin: str) -> Settings:
+    """Overlay a ``[tool.warmlint]``-shaped table; unknown keys are errors, not ignored."""
+    updates: dict[str, Any] = {}
+    for key, value in table.items():
+        name = KEYS.get(key) or KEYS.get(key.replace("_", "-"))
+        if name is None:
+            raise SettingsError(f"{origin}: unknown key '{key}' in [tool.warmlint]")
+        current = getattr(settings, name)
+        if isinstance(current, tuple):
+            if isinstance(value, str):
+                value = [value]
+            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise SettingsError(f"{origin}: '{key}' must be a list of strings")
+            value = tuple(value)
+        elif isinstance(current, dict):
+            if not isinstance(value, dict):
+                raise SettingsError(f"{origin}: '{key}' must be a table")
+            if name == "assume":
+                value = {**current, **value}
+        elif isinstance(current, int) and not isinstance(value, int):
+            raise SettingsError(f"{origin}: '{key}' must be an integer")
+        updates[name] = value
+    return dataclasses.replace(settings, **updates)

@@ -1,0 +1,103 @@
+"""On-disk cache: per-file tables of contents by content hash, and whole-run results.
+
+A warm run on an unchanged tree must cost less than ruff's syntax check, so the last
+result is stored with the digests of every file the analysis read; if none changed, the
+result is reused without importing LibCST at all. Entries are keyed by warmlint's
+version and the resolved config, so upgrading or reconfiguring invalidates them.
+Corrupt entries are ignored (and overwritten), never trusted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pickle
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def default_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "warmlint"
+
+
+def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write via a temp file in the same directory and rename: no half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class SummaryCache:
+    def __init__(self, directory: Path, salt: str):
+        self.dir = directory
+        self.salt = hashlib.sha1(salt.encode()).hexdigest()[:16]
+
+    # -- per-file tables of contents -----------------------------------------------
+    def _toc_path(self, digest: str) -> Path:
+        return self.dir / "toc" / self.salt / f"{digest}.pickle"
+
+    def get_toc(self, digest: str, name: str, rel: str):
+        path = self._toc_path(digest)
+        try:
+            with open(path, "rb") as fh:
+                toc = pickle.load(fh)
+        except (OSError, pickle.PickleError, EOFError, AttributeError, ValueError, TypeError):
+            return None
+        if getattr(toc, "digest", None) != digest:
+            return None
+        # The same content may live under another module name; TOCs are name-relative
+        # only through relative imports, so rebuild those rather than trust the cache.
+        if toc.name != name:
+            return None
+        toc.path = rel
+        return toc
+
+    def put_toc(self, toc) -> None:
+        try:
+            atomic_write(self._toc_path(toc.digest), pickle.dumps(toc, protocol=4))
+        except OSError:
+            pass  # a read-only cache is a slow cache, not an error
+
+    # -- whole-run results ----------------------------------------------------------------
+    def _result_path(self, key: str) -> Path:
+        return self.dir / "results" / f"{hashlib.sha1((self.salt + key).encode()).hexdigest()}.json"
+
+    def get_result(self, key: str, root: Path) -> Any | None:
+        try:
+            payload = json.loads(self._result_path(key).read_text())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(payload, dict) or "deps" not in payload or "result" not in payload:
+            return None
+        for rel, digest in payload["deps"].items():
+            try:
+                if rel.startswith("dir:"):
+                    current = str((root / rel[4:]).stat().st_mtime_ns)
+                else:
+                    current = hashlib.sha1((root / rel).read_bytes()).hexdigest()
+            except OSError:
+                return None
+            if current != digest:
+                return None
+        return payload["result"]
+
+    def put_result(self, key: str, deps: dict[str, str], result: Any) -> None:
+        data = json.dumps({"deps": deps, "result": result}).encode()
+        try:
+            atomic_write(self._result_path(key), data)
+        except OSError:
+            pass
