@@ -12,6 +12,7 @@ import base64
 import contextlib
 import csv
 import hashlib
+import http.client
 import io
 import json
 import os
@@ -35,6 +36,8 @@ TIMEOUT_S = 30
 CHUNK = 1 << 20
 _VERSION_RE = re.compile(r"\d[0-9A-Za-z.+!_-]*")
 
+from warmlint.summary_cache import default_cache_dir
+
 
 class DownloadError(Exception):
     """A fetch failed; the message is one line meant for the end user."""
@@ -42,13 +45,6 @@ class DownloadError(Exception):
 
 class _NotFound(DownloadError):
     pass
-
-
-def default_cache_dir() -> Path:
-    if os.environ.get("WARMLINT_CACHE_DIR"):
-        return Path(os.environ["WARMLINT_CACHE_DIR"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "warmlint"
 
 
 def release_cache_path(version: str, cache_dir: Path | str | None = None) -> Path:
@@ -83,7 +79,7 @@ def _record_digest(data_hash) -> str:
     return base64.urlsafe_b64encode(data_hash.digest()).rstrip(b"=").decode()
 
 
-def _hash_file(path: Path) -> hashlib._Hash:
+def _hash_file(path: Path):
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while chunk := fh.read(CHUNK):
@@ -181,19 +177,19 @@ def _pick_wheel(files: list[dict], version: str) -> dict:
               and f.get("digests", {}).get("sha256") and f.get("url")]
     if not wheels:
         raise DownloadError(f"vllm {version} has no wheel on PyPI (only an sdist)")
-    # Any wheel has the same .py files; prefer the one most users have cached upstream.
+    # Every wheel carries the same .py files; manylinux x86_64 is the reference build.
     wheels.sort(key=lambda f: ("manylinux" not in f["filename"], "x86_64" not in f["filename"]))
     return wheels[0]
 
 
 class _Progress:
-    """tqdm when installed, else a one-line '\\r' percentage; silent when disabled."""
+    """tqdm when installed (optional), else a one-line '\\r' percentage; silent when off."""
 
     def __init__(self, total: int | None, label: str, enabled: bool):
-        self.total, self.label, self.enabled = total, label, enabled
-        self.done, self.shown, self.bar = 0, None, None
-        if enabled:
-            with contextlib.suppress(ImportError):
+        self.total, self.label, self.enabled, self.done, self.shown, self.bar = \
+            total, label, enabled, 0, None, None
+        with contextlib.suppress(ImportError):
+            if enabled:
                 from tqdm import tqdm
                 self.bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
                                 desc=label, file=sys.stderr, leave=False)
@@ -201,19 +197,17 @@ class _Progress:
     def update(self, n: int) -> None:
         self.done += n
         if self.bar is not None:
-            self.bar.update(n)
-        elif self.enabled:
-            mb = self.done >> 20
-            pct = f"{100 * self.done // self.total}%" if self.total else f"{mb} MB"
-            if pct != self.shown:
-                self.shown = pct
-                sys.stderr.write(f"\rdownloading {self.label}: {pct} ({mb} MB)")
-                sys.stderr.flush()
+            return self.bar.update(n)
+        pct = f"{100 * self.done // self.total}%" if self.total else ""
+        if self.enabled and (pct, pct or self.done >> 23) != self.shown:  # unknown size: every 8 MB
+            self.shown = (pct, pct or self.done >> 23)
+            sys.stderr.write(f"\rdownloading {self.label}: {pct} ({self.done >> 20} MB)")
+            sys.stderr.flush()
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
-        elif self.enabled and self.shown is not None:
+        elif self.shown is not None:
             sys.stderr.write("\n")
 
 
@@ -228,7 +222,7 @@ def _download(url: str, dest: Path, sha256: str, size: int | None, progress: boo
                 h.update(chunk)
                 out.write(chunk)
                 bar.update(len(chunk))
-        except (OSError, urllib.error.URLError) as exc:
+        except (OSError, http.client.HTTPException) as exc:
             raise DownloadError(f"download of {dest.name.removesuffix('.part')} failed: {exc}") from None
         finally:
             bar.close()

@@ -19,6 +19,9 @@ from typing import Any
 
 
 def default_cache_dir() -> Path:
+    """``$WARMLINT_CACHE_DIR``, else ``$XDG_CACHE_HOME/warmlint``, else ``~/.cache/warmlint``."""
+    if os.environ.get("WARMLINT_CACHE_DIR"):
+        return Path(os.environ["WARMLINT_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "warmlint"
 
