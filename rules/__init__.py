@@ -6,6 +6,9 @@ import importlib
 
 _MODULES = [
     "wl001_unwarmed_dispatch_branch",
+    "wl002_warmup_guard_drift",
+    "wl003_warmup_extra_copy",
+    "wl100_unused_suppression",
 ]
 
 

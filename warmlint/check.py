@@ -18,6 +18,7 @@ class Report:
     findings: list = field(default_factory=list)  # [Finding]
     errors: list = field(default_factory=list)  # [{"path", "line", "message"}]
     stats: dict = field(default_factory=dict)
+    files: list = field(default_factory=list)  # rel paths the analysis read (suppression pass)
 
     def to_json(self) -> dict:
         return {"warmlint": __version__, "root": str(self.root),
@@ -31,13 +32,14 @@ def _finding_from_json(data: dict) -> Finding:
     return Finding(**data)
 
 
-def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None) -> Report:
+def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
+                 packages: tuple[str, ...] | None = None) -> Report:
     """Run the analysis and every enabled rule; no filtering by path or suppression."""
     from warmlint.analysis import analyze
     from warmlint.index import SourceTree
     from warmlint.rules import load
 
-    tree = SourceTree(root, cache, tuple(settings.exclude))
+    tree = SourceTree(root, cache, tuple(settings.exclude), packages)
     facts = analyze(tree, settings)
     findings: list[Finding] = []
     for rule in load():
@@ -50,8 +52,9 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None) -> 
     stats = {"files_parsed": len(tree.files_read), "functions_parsed": facts.functions_parsed,
              "warmups": [w.ref.qualname for w in facts.warmups], "configs": configs,
              "configs_truncated": facts.truncated}
-    report = Report(root, findings, errors, stats)
+    report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, tree.files_read)
+    report.facts = facts  # for `warmlint fix`; not part of the JSON
     return report
 
 
@@ -76,14 +79,14 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
     key = f"check:{root}"
     if cache is not None:
         cached = cache.get_result(key, root)
-        if cached is not None:
+        if cached is not None and "files" in cached:
             report = Report(root, [_finding_from_json(f) for f in cached["findings"]],
-                            cached["errors"], dict(cached["stats"], cache="hit"))
+                            cached["errors"], dict(cached["stats"], cache="hit"), cached["files"])
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
             return report
     report = analyze_tree(root, settings, cache)
     if cache is not None:
-        payload = report.to_json()
+        payload = dict(report.to_json(), files=report.files)
         cache.put_result(key, report.deps, payload)
         report.stats["cache"] = "miss"
     report.stats["seconds"] = round(time.perf_counter() - started, 3)

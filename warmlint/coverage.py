@@ -23,6 +23,7 @@ class ColdOutcome:
     hits: dict  # sink id -> SinkHit (shortest chain)
     leaves: list  # leaf indices where it holds
     cfgs: list = field(default_factory=list)  # path-level config facts at the hits
+    entries: list = field(default_factory=list)  # warmup Entry replays that reached it
 
     @property
     def div(self) -> Divergence:
@@ -73,7 +74,7 @@ def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
         merged: dict = {}
         for index, leaf in enumerate(program.leaves):
             warm = leaf.warm.warm_sinks
-            for div, hits in leaf.serving.cold.values():
+            for div, hits, entry in leaf.serving.cold.values():
                 best: dict = {}
                 for hit in hits:
                     if hit.sink_id in warm or _covered_by_registry(hit, leaf.warm.registry):
@@ -90,6 +91,7 @@ def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
                 if index not in item.leaves:
                     item.leaves.append(index)
                 item.cfgs += [h.cfg for h in hits if h.sink_id in best]
+                item.entries.append(entry)
         result += _merge_outcomes(list(merged.values()))
     return result
 
@@ -108,4 +110,5 @@ def _merge_outcomes(items: list[ColdOutcome]) -> list[ColdOutcome]:
             head.divergences.append(item.div)
         head.leaves = sorted(set(head.leaves) | set(item.leaves))
         head.cfgs += item.cfgs
+        head.entries += item.entries
     return list(groups.values())

@@ -180,10 +180,11 @@ class SourceTree:
     """A directory holding top-level packages (the directory that holds ``vllm/``)."""
 
     def __init__(self, root: Path, cache: SummaryCache | None = None,
-                 exclude: tuple[str, ...] = ()):
+                 exclude: tuple[str, ...] = (), packages: tuple[str, ...] | None = None):
         self.root = root.resolve()
         self.cache = cache
         self.exclude = exclude
+        self.packages = packages  # walk only these top-level packages (site-packages roots)
         self._modules: dict[str, tuple[str, bool]] | None = None  # name -> (rel, pkg)
         self._tocs: dict[str, ModuleTOC] = {}
         self._data: dict[str, bytes] = {}
@@ -218,10 +219,12 @@ class SourceTree:
             )
             rel_dir = os.path.relpath(dirpath, self.root)
             parts = [] if rel_dir == "." else rel_dir.split(os.sep)
+            if self.packages is not None and not parts:
+                dirnames[:] = [d for d in dirnames if d in self.packages]
             if any(not p.isidentifier() for p in parts):
                 continue
             for fname in filenames:
-                if not fname.endswith(".py"):
+                if not fname.endswith(".py") or (self.packages is not None and not parts):
                     continue
                 stem = fname[:-3]
                 rel = "/".join(parts + [fname])

@@ -25,7 +25,8 @@ SERVING_BATCH = Sym("batch", "request", "batch size (num_reqs)",
 class ServingRecorder(Recorder):
     warm: WarmupRecorder
     warm_hits: list = field(default_factory=list)
-    cold: dict = field(default_factory=dict)  # div key -> (Divergence, [SinkHit])
+    cold: dict = field(default_factory=dict)  # div key -> (Divergence, [SinkHit], Entry)
+    entry: Entry | None = None  # the entry being replayed
 
     def warm_outcomes(self, key, cfg):
         return self.warm.warm_outcomes(key, cfg)
@@ -34,7 +35,10 @@ class ServingRecorder(Recorder):
         if state.div is None:
             self.warm_hits.append(hit)
         else:
-            self.cold.setdefault(div_key(state.div), (state.div, []))[1].append(hit)
+            self.cold.setdefault(div_key(state.div), (state.div, [], self.entry))[1].append(hit)
+
+    def config_test(self, interp, node, pred, context) -> None:
+        self.warm.config_test(interp, node, pred, context)
 
     def registered(self, interp, target, state) -> None:
         from warmlint.values import Func
@@ -57,6 +61,7 @@ def open_request(interp: Interp, value: Value) -> Value:
 def run_entries(interp: Interp, entries: list[Entry]) -> list:
     errors = []
     for entry in entries:
+        interp.recorder.entry = entry
         args = [open_request(interp, a) for a in entry.args]
         kwargs = {k: open_request(interp, v) for k, v in entry.kwargs.items()}
         state = State({}, {SERVING_BATCH.key: SymFact(lo=1)}, cfg=dict(entry.cfg))

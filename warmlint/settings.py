@@ -50,6 +50,14 @@ class Settings:
     warmup_batch: Any = "multiple-of-16"
     exclude: tuple[str, ...] = ()
     max_configs: int = 256
+    # `warmlint fix`: a value that sets each metadata field (Python source, evaluated in
+    # the warmup method). The outcome it takes is checked by re-analysis after the fix.
+    fix_values: dict = field(default_factory=lambda: {
+        # Order is priority: when two outcomes reach the same cold sink, the first wins.
+        "generators": "{0: torch.Generator(device=self.device).manual_seed(0)}",
+        "max_num_logprobs": "1",
+        "logprob_token_ids": "{0: [0]}",
+    })
 
     def rule_enabled(self, code: str) -> bool:
         selected = any(code.startswith(s) for s in self.select)

@@ -188,7 +188,8 @@ class Divergence:
     outcome: str  # outcome id: "body", "body#1", "else"
     outcome_text: str  # "`generators` is truthy"
     inputs: frozenset
-    stack: tuple  # qualnames of the frames at the branch, outermost first
+    stack: tuple  # (module, qualname) of the frames at the branch, outermost first
+    literals: tuple = ()  # (text, inputs, positive) of the request literals that decided it
 
 
 @dataclass

@@ -75,6 +75,15 @@ class WarmupRecorder(Recorder):
     registry: set = field(default_factory=set)  # functions registered via register_warmup
     entries: list = field(default_factory=list)
     current: WarmupMethod | None = None
+    # `atom in (literals)` tests on config: (context, BranchSite, sym key, literal set)
+    config_tests: list = field(default_factory=list)
+    _tested: set = field(default_factory=set)
+
+    def config_test(self, interp, node, pred, context) -> None:
+        if id(node) not in self._tested:
+            self._tested.add(id(node))
+            site = interp.site(node, interp.code(node))
+            self.config_tests.append((context, site, pred.sym.key, pred.const))
 
     def branch(self, interp, key, outcome, state) -> None:
         cfgs = self.taken.setdefault(key, {}).setdefault(outcome, [])

@@ -15,6 +15,11 @@ def add_parser(sub) -> None:
     parser.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
     parser.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    known = parser.add_mutually_exclusive_group()
+    known.add_argument("--baseline", type=Path, metavar="FILE",
+                       help="report only findings not recorded in FILE")
+    known.add_argument("--write-baseline", type=Path, metavar="FILE",
+                       help="record the current findings in FILE and exit 0")
 
 
 def _only(report, only: set | None):
@@ -25,14 +30,24 @@ def _only(report, only: set | None):
 
 
 def run(args) -> int:
+    from warmlint import baseline, suppress
     from warmlint.check import run_check
     from warmlint.reporters import render
     from warmlint.reporters.text import render_errors
 
     root, only = target(args)
     settings, _ = load_settings(root, overrides(args), args.config)
-    report = _only(run_check(root, settings, use_cache=not args.no_cache,
-                             cache_dir=args.cache_dir), only)
+    known = baseline.load(args.baseline) if args.baseline else None  # fail before analyzing
+    report = _only(suppress.apply(run_check(root, settings, use_cache=not args.no_cache,
+                                            cache_dir=args.cache_dir), settings), only)
+    if args.write_baseline:
+        baseline.write(args.write_baseline, report.findings)
+        sys.stderr.write(f"warmlint: recorded {len(report.findings)} findings in "
+                         f"{args.write_baseline}\n")
+        return 0
+    if known is not None:
+        report.findings, n = baseline.filter_new(report.findings, known)
+        sys.stderr.write(f"warmlint: {n} finding{'s' * (n != 1)} baselined ({args.baseline})\n")
     show = None if args.vllm else (lambda rel: display_path(root, rel))
     output = render(report, args.format, root_display=show)
     if args.output:

@@ -21,9 +21,20 @@ from warmlint.values import OneOf, Pred, Sym, Value
 
 @dataclass(frozen=True)
 class Lit:
-    kind: str  # 'request' | 'neutral'
+    kind: str  # 'request' | 'neutral' | 'config'
     text: str
     inputs: frozenset
+    positive: bool = False  # this outcome makes its value truthy / not None
+
+
+def _positive(val: Value, outcome: bool) -> bool:
+    """Whether ``outcome`` of a literal over ``val`` means "the value is set"."""
+    if isinstance(val, Sym):
+        return outcome
+    if isinstance(val, Pred):
+        holds = outcome != val.negated
+        return holds if val.op == "truthy" else (not holds if val.op == "is_none" else False)
+    return False
 
 
 def _flatten(node: cst.BaseExpression, op: type) -> list:
@@ -33,6 +44,11 @@ def _flatten(node: cst.BaseExpression, op: type) -> list:
 
 
 class CondMixin:
+    def context(self) -> str:
+        if self.stack and self.frame.warmup:
+            return "warmup"
+        return "constructor" if self.in_constructor() else "other"
+
     def in_constructor(self) -> bool:
         """Config read while building an object: the choice must hold for the whole run."""
         return any(f.lazy_locals is not None or f.qualname.endswith(".__init__")
@@ -86,7 +102,7 @@ class CondMixin:
             if truth is not None:
                 out.append((st, truth, ()))
                 continue
-            config = self._config_decision(val, st)
+            config = self._config_decision(val, st, node)
             if isinstance(config, bool):
                 out.append((st, config, ()))
                 continue
@@ -96,22 +112,25 @@ class CondMixin:
                 out += [(st.refine_cfg(pred, o, base), o, (lit,)) for o in (True, False)]
                 continue
             inputs = frozenset(val.taint.inputs)
-            lit = Lit("request" if inputs else "neutral", self.code(node), inputs)
+            text = self.code(node)
             for outcome in (True, False):
                 st2 = self._refine(st, node, val, outcome)
                 if st2 is None:
                     continue
                 if inputs:
                     st2 = st2.evolve(pc=st2.pc | val.taint)
+                lit = Lit("request" if inputs else "neutral", text, inputs, _positive(val, outcome))
                 out.append((st2, outcome, (lit,)))
         return out
 
-    def _config_decision(self, val: Value, st: State):
+    def _config_decision(self, val: Value, st: State, node=None):
         """bool when decided; (pred, base fact) to fork this path; None if not config."""
         if isinstance(val, Sym) and val.kind == "config":
             val = Pred("truthy", val)
         if not (isinstance(val, Pred) and val.sym.kind == "config"):
             return None
+        if node is not None and val.op == "in":
+            self.recorder.config_test(self, node, val, self.context())
         truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, self.in_constructor())
         if isinstance(truth, bool):
             return truth != val.negated
@@ -171,7 +190,9 @@ class CondMixin:
         else:
             text = f"`{cond}` is true"
         inputs = frozenset().union(*(lit.inputs for lit in lits))
-        return Divergence(site, outcome, text, inputs, self.stack_names())
+        literals = tuple((lit.text, tuple(sorted(lit.inputs)), lit.positive) for lit in lits
+                         if lit.kind == "request")
+        return Divergence(site, outcome, text, inputs, self.stack_names(), literals)
 
 
 def _depends(lits, div: Divergence) -> bool:

@@ -64,6 +64,9 @@ class Recorder:
     def warm_outcomes(self, key: str, cfg: dict) -> set | None:
         return None
 
+    def config_test(self, interp: "Interp", node, pred, context: str) -> None:
+        pass
+
 
 @dataclass
 class Flow:

@@ -1,0 +1,144 @@
+"""`[tool.warmlint]` keys, flags over the file, and `warmlint config`, through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import make_tree, run_cli
+from warmlint.settings import KEYS
+
+TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
+SAMPLER = "vllm/v1/sample/sampler.py"
+RUNNER = "vllm/v1/worker/gpu_model_runner.py"
+SEEDED = ("WL001", TOPK)
+LOGPROBS = ("WL001", SAMPLER)
+
+
+def _config(root: Path, body: str) -> None:
+    (root / "pyproject.toml").write_text(f"[project]\nname = 'fork'\n\n[tool.warmlint]\n{body}\n")
+
+
+def _found(root: Path, *flags: str) -> tuple[set, dict]:
+    proc = run_cli("check", "--format", "json", "--no-cache", *flags, str(root), check_json=True)
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return {(f["rule"], f["path"]) for f in proc.json["findings"]}, proc.json["stats"]
+
+
+def _replace(root: Path, rel: str, old: str, new: str) -> None:
+    path = root / rel
+    assert old in path.read_text()
+    path.write_text(path.read_text().replace(old, new))
+
+
+@pytest.fixture
+def base(tmp_path):
+    root = make_tree(tmp_path, "base")
+    assert _found(root)[0] == {SEEDED, LOGPROBS}
+    return root
+
+
+def test_select_and_ignore(base):
+    _config(base, 'select = ["WL100"]')
+    assert _found(base)[0] == set()
+    assert _found(base, "--select", "WL001")[0] == {SEEDED, LOGPROBS}  # the flag wins
+    _config(base, 'ignore = ["WL001"]')
+    assert _found(base)[0] == set()
+    assert _found(base, "--ignore", "WL100")[0] == {SEEDED, LOGPROBS}
+
+
+def test_warmup_methods(base):
+    _replace(base, RUNNER, "_dummy_sampler_run", "_warm_sampler")
+    found, stats = _found(base)
+    assert found == set() and stats["warmups"] == []
+    _config(base, 'warmup-methods = ["_warm_*"]')
+    found, stats = _found(base)
+    assert found == {SEEDED, LOGPROBS} and stats["warmups"] == ["GPUModelRunner._warm_sampler"]
+
+
+def test_request_classes(base):
+    for rel in ("vllm/v1/sample/metadata.py", SAMPLER, RUNNER):
+        _replace(base, rel, "SamplingMetadata", "SamplerInputs")
+    found, stats = _found(base)
+    assert found == set() and stats["warmups"] == []
+    _config(base, 'request-classes = ["SamplerInputs"]')
+    assert _found(base)[0] == {SEEDED, LOGPROBS}
+
+
+def test_triton_decorators_name_extra_sinks(base):
+    (base / "vllm/triton_utils/custom.py").write_text("def fast_jit(fn):\n    return fn\n")
+    triton = "vllm/v1/sample/ops/topk_topp_triton.py"
+    _replace(base, triton, "@triton.jit", "@fast_jit")
+    _replace(base, triton, "from vllm.triton_utils import tl, triton\n",
+             "from vllm.triton_utils import tl, triton\nfrom vllm.triton_utils.custom import fast_jit\n")
+    assert _found(base)[0] == {LOGPROBS}  # an unknown decorator is no sink
+    _config(base, 'triton-decorators = ["triton.jit", "vllm.triton_utils.custom.fast_jit"]')
+    assert _found(base)[0] == {SEEDED, LOGPROBS}
+
+
+def test_assume_and_the_flag_over_it(base):
+    _config(base, "assume = { VLLM_USE_FLASHINFER_SAMPLER = false }")
+    assert _found(base)[0] == {LOGPROBS}
+    assert _found(base, "--assume", "VLLM_USE_FLASHINFER_SAMPLER=1")[0] == {SEEDED, LOGPROBS}
+
+
+def test_exclude(base):
+    _config(base, 'exclude = ["vllm/v1/sample/ops/logprobs.py"]')
+    assert _found(base)[0] == {SEEDED}
+
+
+def test_config_flag_reads_another_file(base, tmp_path):
+    other = tmp_path / "warmlint.toml"
+    other.write_text('[tool.warmlint]\nselect = ["WL100"]\n')
+    assert _found(base, "--config", str(other))[0] == set()
+
+
+def test_config_command_prints_the_resolved_config(base):
+    _config(base, 'warmup-methods = ["_warm_*"]\nassume = { VLLM_USE_FLASHINFER_SAMPLER = false }\n'
+                  'max-configs = 64')
+    proc = run_cli("config", "--ignore", "wl100", "--assume", "VLLM_SAMPLER_DEBUG=1", str(base))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["root"] == str(base.resolve())
+    assert data["source"] == str(base.resolve() / "pyproject.toml")
+    settings = data["settings"]
+    assert set(settings) == set(KEYS)
+    assert settings["warmup-methods"] == ["_warm_*"]
+    assert settings["max-configs"] == 64
+    assert settings["ignore"] == ["WL100"]
+    assert settings["assume"]["VLLM_USE_FLASHINFER_SAMPLER"] is False
+    assert settings["assume"]["VLLM_SAMPLER_DEBUG"] is True
+    assert settings["assume"]["current_platform.is_cuda()"] is True  # defaults are kept
+
+
+def test_config_command_without_a_file(tmp_path):
+    root = make_tree(tmp_path, "base")
+    data = json.loads(run_cli("config", str(root)).stdout)
+    assert data["source"] is None and data["settings"]["warmup-methods"] == ["_dummy_*_run"]
+
+
+@pytest.mark.parametrize("body,needle", [
+    ("bogus = 1", "unknown key 'bogus'"),
+    ('select = "WL001"\n[tool.warmlint', "invalid TOML"),
+    ("select = 3", "'select' must be a list of strings"),
+    ('assume = "x"', "'assume' must be a table"),
+    ('max-configs = "many"', "'max-configs' must be an integer"),
+])
+@pytest.mark.parametrize("command", ["check", "config"])
+def test_bad_config_is_one_line_exit_2(base, body, needle, command):
+    _config(base, body)
+    proc = run_cli(command, str(base))
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], proc.stderr
+    assert lines[0].startswith(f"warmlint: error: {base.resolve() / 'pyproject.toml'}")
+
+
+def test_bad_assume_flag_is_one_line(base):
+    proc = run_cli("check", "--assume", "NOEQUALS", str(base))
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        "warmlint: error: --assume expects NAME=VALUE, got 'NOEQUALS'"]

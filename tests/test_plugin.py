@@ -1,0 +1,128 @@
+"""The vLLM plugin, on CPU: stand-in torch and sampler, the fixture tree as installed vLLM."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import sys
+import types
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import make_tree
+from warmlint import plugin
+
+PROCESSED = ("processed_logits", "processed_logprobs")
+
+
+class _Generator:
+    def __init__(self, device=None):
+        self.device = device
+
+    def manual_seed(self, seed):
+        return self
+
+
+def _fake_torch() -> types.ModuleType:
+    torch = types.ModuleType("torch")
+    torch.inference_mode = lambda: (lambda fn: fn)
+    torch.full = lambda shape, value, device=None: [value] * shape[0]
+    torch.Generator = _Generator
+    torch.Tensor = object
+    torch.device = object
+    return torch
+
+
+@dataclass
+class _Metadata:
+    temperature: object
+    all_greedy: bool
+    all_random: bool
+    top_p: object
+    top_k: object
+    generators: dict
+    max_num_logprobs: object
+    logprob_token_ids: object = None
+
+
+class _Sampler:
+    """Records what the warmup asks for; never samples."""
+
+    def __init__(self, logprobs_mode="raw_logprobs"):
+        self.logprobs_mode = logprobs_mode
+        self.calls = []
+
+    def __call__(self, logits, sampling_metadata):
+        self.calls.append(sampling_metadata)
+        return "output"
+
+
+class _Logits(list):
+    def size(self, dim):
+        return len(self) if dim == 0 else 100
+
+
+@pytest.fixture
+def installed(tmp_path, monkeypatch):
+    """Import the fixture tree's runner as if it were the installed vLLM's."""
+
+    def load(variant: str, flashinfer: bool):
+        root = make_tree(tmp_path, variant)
+        monkeypatch.syspath_prepend(str(root))
+        monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "1" if flashinfer else "0")
+        for name in [m for m in sys.modules if m == "vllm" or m.startswith("vllm.")]:
+            monkeypatch.delitem(sys.modules, name)
+        monkeypatch.setitem(sys.modules, "torch", _fake_torch())
+        monkeypatch.setitem(sys.modules, "vllm.v1.sample.metadata",
+                            types.SimpleNamespace(SamplingMetadata=_Metadata))
+        monkeypatch.setitem(sys.modules, "vllm.v1.sample.sampler",
+                            types.SimpleNamespace(Sampler=_Sampler))
+        return root
+
+    return load
+
+
+def _warm(module, mode: str) -> list:
+    config = types.SimpleNamespace(model_config=types.SimpleNamespace(logprobs_mode=mode))
+    runner = module.GPUModelRunner(config, "cpu")
+    runner.model = types.SimpleNamespace(compute_logits=lambda h: _Logits([0.0] * 8))
+    runner._dummy_sampler_run(hidden_states=None)
+    return [bool(c.generators) for c in runner.sampler.calls]
+
+
+@pytest.mark.parametrize("flashinfer", [True, False])
+@pytest.mark.parametrize("mode", ["raw_logprobs", "raw_logits", *PROCESSED])
+def test_upgraded_warmup_seeds_exactly_where_needed(installed, monkeypatch, flashinfer, mode):
+    installed("base", flashinfer)
+    plugin.register()  # before the import: installs the after-import hook
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    assert getattr(module.GPUModelRunner._dummy_sampler_run, "__warmlint__", False)
+    seeded_needed = flashinfer and mode not in PROCESSED
+    assert _warm(module, mode) == ([False, True] if seeded_needed else [False])
+
+
+def test_noop_when_the_warmup_already_seeds(installed, caplog):
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    installed("seeded_fixed", True)
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    original = module.GPUModelRunner._dummy_sampler_run
+    assert plugin.upgrade(module) is False
+    assert module.GPUModelRunner._dummy_sampler_run is original
+    assert "already warms the seeded sampler path" in caplog.text
+
+
+def test_disabled_by_env(installed, monkeypatch):
+    installed("base", True)
+    monkeypatch.setenv("WARMLINT_PLUGIN", "0")
+    plugin.register()
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    assert not getattr(module.GPUModelRunner._dummy_sampler_run, "__warmlint__", False)
+
+
+def test_upgraded_source_reuses_logits_without_copy(installed):
+    root = installed("base", True)
+    source = plugin.fixed_dummy_sampler_run_source(root)
+    assert "clone" not in source
+    assert source.count("logits=logits") == 2
+    assert 'not in ("processed_logits", "processed_logprobs")' in source

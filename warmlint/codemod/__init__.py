@@ -1,0 +1,1 @@
+"""``warmlint fix``: plan insertions from the analysis, apply them with LibCST."""

@@ -1,0 +1,331 @@
+"""The LibCST command that inserts warmup calls, and the import it may need.
+
+Everything outside the edited warmup method and the import block round-trips byte for
+byte (LibCST). The inserted call goes right after the warmup's own entry call, so it sits
+inside the same ``try`` that turns an out-of-memory error into an actionable message,
+and it passes the same logits tensor (no copy: the warmup's output is discarded).
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
+
+from warmlint.codemod.imports import add_from_import, add_import
+from warmlint.codemod.plan import Insertion
+
+LINE = 88  # vLLM's ruff line length
+
+_OPS = {("truthy", True): "{a}", ("truthy", False): "not {a}",
+        ("is_none", True): "{a} is None", ("is_none", False): "{a} is not None",
+        ("eq", True): "{a} == {c}", ("eq", False): "{a} != {c}",
+        ("in", True): "{a} in {c}", ("in", False): "{a} not in {c}"}
+
+
+def _const(value) -> str:
+    if isinstance(value, frozenset):
+        items = sorted(value, key=repr)
+        return "(" + ", ".join(_const(v) for v in items) + ("," if len(items) == 1 else "") + ")"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def guard_terms(guard: list) -> list[str]:
+    return [_OPS[(d.op, d.outcome)].format(a=atom, c=_const(d.const)) for d, atom in guard
+            if (d.op, d.outcome) in _OPS]
+
+
+def format_guard(terms: list[str], indent: int) -> str:
+    """``if <terms>:``, split the way ruff format would when it is too long."""
+    one = "if " + " and ".join(terms) + ":"
+    if indent + len(one) <= LINE:
+        return one
+    lines = []
+    for i, term in enumerate(terms):
+        prefix = "and " if i else ""
+        if indent + 4 + len(prefix + term) <= LINE:
+            lines.append(prefix + term)
+            continue
+        for op in (" not in ", " in ", " == ", " != ", " is not ", " is "):
+            if op in term:
+                left, right = term.split(op, 1)
+                lines += [prefix + left, op.strip() + " " + right]
+                break
+        else:
+            lines.append(prefix + term)
+    return "if (\n" + "".join(f"    {line}\n" for line in lines) + "):"
+
+
+def format_call(func: str, args: list, meta: tuple, indent: int) -> str:
+    """The entry call with its metadata argument as a multi-line ``replace(...)``."""
+    replace_name, meta_code, field, value = meta
+    lines = [f"{func}("]
+    for prefix, text, is_meta in args:
+        if not is_meta:
+            lines.append(f"    {prefix}{text},")
+            continue
+        assign = f"{field}={value},"
+        lines += [f"    {prefix}{replace_name}(", f"        {meta_code},"]
+        if indent + 8 + len(assign) > LINE and value.startswith("{") and value.endswith("}"):
+            lines += [f"        {field}={{", f"            {value[1:-1].strip()}", "        },"]
+        else:
+            lines.append(f"        {assign}")
+        lines.append("    ),")
+    lines.append(")")
+    return "\n".join(lines) + "\n"
+
+
+def _bound_names(module: cst.Module) -> dict:
+    """Top-level import bindings: local name -> dotted target."""
+    names = {}
+    for stmt in module.body:
+        if not isinstance(stmt, cst.SimpleStatementLine):
+            continue
+        for small in stmt.body:
+            if isinstance(small, cst.Import):
+                for alias in small.names:
+                    dotted = cst.Module([]).code_for_node(alias.name)
+                    local = alias.asname.name.value if alias.asname else dotted.split(".")[0]
+                    names[local] = dotted if alias.asname else local
+            elif isinstance(small, cst.ImportFrom) and not isinstance(small.names, cst.ImportStar):
+                base = cst.Module([]).code_for_node(small.module) if small.module else ""
+                for alias in small.names:
+                    name = alias.name.value if isinstance(alias.name, cst.Name) else ""
+                    local = alias.asname.name.value if alias.asname else name
+                    names[local] = f"{base}.{name}"
+        for small in stmt.body:
+            if isinstance(small, cst.Assign):
+                for target in small.targets:
+                    if isinstance(target.target, cst.Name):
+                        names.setdefault(target.target.value, "<assigned>")
+    for stmt in module.body:
+        if isinstance(stmt, (cst.FunctionDef, cst.ClassDef)):
+            names.setdefault(stmt.name.value, "<defined>")
+    return names
+
+
+class InsertWarmupCalls(VisitorBasedCodemodCommand):
+    DESCRIPTION = "Insert guarded warmup sampler calls that take cold dispatch outcomes."
+
+    def __init__(self, context: CodemodContext, insertions: list, envs_module: str = "vllm.envs",
+                 first_party: set | None = None, replace_name: str | None = None,
+                 removals: list = ()):
+        super().__init__(context)
+        self.removals: dict = {}
+        for removal in removals:
+            self.removals.setdefault(removal.qualname, set()).add(_norm(removal.copy_code))
+        self.forced_replace = replace_name  # the plugin edits one method: no import block
+        self.first_party = first_party or {envs_module.split(".")[0]}
+        self.needed: list = []
+        self.indent_unit = 4
+        self.by_function: dict = {}
+        for ins in insertions:
+            self.by_function.setdefault(ins.qualname, []).append(ins)
+        self.envs_module = envs_module
+        self.classes: list = []
+        self.replace_name = "replace"
+        self.applied: list = []
+
+    def visit_Module(self, node: cst.Module) -> None:
+        bound = _bound_names(node)
+        if self.forced_replace is not None:
+            self.replace_name, self._need, self._bound = self.forced_replace, [], None
+            return
+        replace_target = bound.get("replace")
+        dataclasses_alias = next((k for k, v in bound.items() if v == "dataclasses"), None)
+        if replace_target == "dataclasses.replace":
+            self.replace_name = "replace"
+        elif any(v == "dataclasses.replace" for v in bound.values()):
+            self.replace_name = next(k for k, v in bound.items() if v == "dataclasses.replace")
+        elif dataclasses_alias is not None:
+            self.replace_name = f"{dataclasses_alias}.replace"
+        elif replace_target is None:
+            self.replace_name = "replace"
+            self._need = [("dataclasses", "replace", None)]
+        else:  # `replace` means something else here
+            self.replace_name = "dataclasses.replace"
+            self._need = [("dataclasses", None, None)]
+        if not hasattr(self, "_need"):
+            self._need = []
+        self._bound = bound
+
+    def visit_ClassDef(self, node: cst.ClassDef) -> None:
+        self.classes.append(node.name.value)
+
+    def leave_ClassDef(self, original, updated):
+        self.classes.pop()
+        return updated
+
+    def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
+        qual = ".".join(self.classes + [updated.name.value])
+        updated = self._insert(qual, updated)
+        copies = self.removals.get(qual)
+        if copies:
+            remover = _RemoveCopies(copies)
+            updated = updated.visit(remover)
+            self.applied.extend(remover.removed)
+        return updated
+
+    def _insert(self, qual: str, updated: cst.FunctionDef) -> cst.FunctionDef:
+        todo = self.by_function.get(qual)
+        if not todo or not isinstance(updated.body, cst.IndentedBlock):
+            return updated
+        body = list(updated.body.body)
+        groups: dict = {}
+        for ins in todo:
+            groups.setdefault(ins.anchor, []).append(ins)
+        for anchor in sorted(groups, key=lambda a: [str(x).zfill(6) for x in a], reverse=True):
+            anchor_stmt = _at(body, anchor)
+            indent = self.indent_unit * (len(self.classes) + 1 + len(anchor) // 2)
+            todo_here = sorted(groups[anchor], key=lambda i: i.field)
+            new = [self._statement(ins, anchor_stmt, indent) for ins in todo_here]
+            new = [n for n in new if n is not None]
+            if new:
+                # After a `return self.sampler(...)` the call would never run: go before it.
+                returns = isinstance(anchor_stmt, cst.SimpleStatementLine) and isinstance(
+                    anchor_stmt.body[0], cst.Return)
+                body = _insert_after(body, anchor, new, before=returns)
+        return updated.with_changes(body=updated.body.with_changes(body=body))
+
+    def _statement(self, ins: Insertion, anchor_stmt, indent: int) -> cst.BaseStatement | None:
+        call = _find_call(anchor_stmt, ins.call_code)
+        if call is None:
+            return None
+        self._imports(ins)
+        args, positional = [], 0
+        for arg in call.args:
+            is_meta = (arg.keyword is not None and arg.keyword.value == ins.arg) or (
+                arg.keyword is None and not arg.star and positional == ins.arg)
+            if arg.keyword is None and not arg.star:
+                positional += 1
+            prefix = f"{arg.keyword.value}=" if arg.keyword is not None else arg.star
+            args.append((prefix, _code(arg.value), is_meta))
+        terms = guard_terms(ins.guard)
+        inner = indent + (4 if terms else 0)
+        body = format_call(_code(call.func), args,
+                           (self.replace_name, ins.meta_code, ins.field, ins.value), inner)
+        if terms:
+            body = format_guard(terms, indent) + "\n" + textwrap.indent(body, "    ")
+        comment = "".join(f"# {line}\n" for line in textwrap.wrap(ins.note, LINE - indent - 2))
+        self.applied.append(ins)
+        return cst.parse_statement(comment + body)
+
+    def _imports(self, ins: Insertion) -> None:
+        if self._bound is None:
+            return
+        self.needed.extend(getattr(self, "_need", []))
+        if "torch" in ins.value and "torch" not in self._bound:
+            self.needed.append(("torch", None, None))
+        if ins.needs_envs and "envs" not in self._bound:
+            self.needed.append((self.envs_module, None, "envs"))
+
+    def transform_module_impl(self, tree: cst.Module) -> cst.Module:
+        self.indent_unit = len(tree.default_indent.replace("\t", "    "))
+        tree = super().transform_module_impl(tree)
+        done = set()
+        for module, name, asname in self.needed:
+            if (module, name, asname) in done:
+                continue
+            done.add((module, name, asname))
+            if name is not None:
+                tree = add_from_import(tree, module, name, self.first_party)
+            else:
+                tree = add_import(tree, module, asname, self.first_party)
+        return tree
+
+
+class _RemoveCopies(cst.CSTTransformer):
+    """WL003: ``logits.clone()`` -> ``logits`` for the copies the analysis found."""
+
+    def __init__(self, copies: set):
+        super().__init__()
+        self.copies = copies
+        self.removed: list = []
+
+    def leave_Call(self, original: cst.Call, updated: cst.Call):
+        from warmlint.rules.wl003_warmup_extra_copy import copy_source
+
+        if _norm(_code(original)) in self.copies:
+            source = copy_source(updated)
+            if source is not None:
+                self.removed.append(_code(original))
+                return source.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+        return updated
+
+
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node)
+
+
+def _norm(text: str) -> str:
+    return "".join(text.split())
+
+
+def _find_call(stmt, code: str):
+    target = _norm(code)
+    found = []
+
+    class Finder(cst.CSTVisitor):
+        def visit_Call(self, node: cst.Call):
+            if not found and _norm(_code(node)) == target:
+                found.append(node)
+
+    stmt.visit(Finder())
+    return found[0] if found else None
+
+
+def _at(stmts, path):
+    stmt = stmts[path[0]]
+    if len(path) == 1:
+        return stmt
+    return _at(_block(stmt, path[1]), path[2:])
+
+
+def _block(stmt, name):
+    if name.startswith("handlers."):
+        return stmt.handlers[int(name.split(".")[1])].body.body
+    part = getattr(stmt, name)
+    if isinstance(part, cst.If):
+        return [part]
+    return part.body if isinstance(part, cst.IndentedBlock) else part.body.body
+
+
+def _insert_after(stmts, path, new: list, before: bool = False) -> list:
+    index = path[0]
+    stmts = list(stmts)
+    if len(path) == 1:
+        at = index if before else index + 1
+        return stmts[:at] + new + stmts[at:]
+    stmts[index] = _with_block(stmts[index], path[1],
+                               lambda b: _insert_after(b, path[2:], new, before))
+    return stmts
+
+
+def _with_block(stmt, name, change):
+    if name.startswith("handlers."):
+        j = int(name.split(".")[1])
+        handlers = list(stmt.handlers)
+        h = handlers[j]
+        handlers[j] = h.with_changes(body=h.body.with_changes(body=change(h.body.body)))
+        return stmt.with_changes(handlers=handlers)
+    part = getattr(stmt, name)
+    if isinstance(part, cst.If):
+        return stmt.with_changes(**{name: change([part])[0]})
+    if isinstance(part, cst.IndentedBlock):
+        return stmt.with_changes(**{name: part.with_changes(body=change(part.body))})
+    inner = part.body
+    return stmt.with_changes(**{name: part.with_changes(body=inner.with_changes(body=change(inner.body)))})
+
+
+def apply_insertions(source: str, insertions: list, envs_module: str = "vllm.envs",
+                     first_party: set | None = None, replace_name: str | None = None,
+                     removals: list = ()) -> tuple[str, list]:
+    """(new source, changes applied). Raises libcst.ParserSyntaxError on bad input."""
+    module = cst.parse_module(source)
+    command = InsertWarmupCalls(CodemodContext(), insertions, envs_module, first_party,
+                                replace_name, removals)
+    new = command.transform_module(module)
+    return new.code, command.applied
