@@ -8,6 +8,7 @@ _MODULES = [
     "wl001_unwarmed_dispatch_branch",
     "wl002_warmup_guard_drift",
     "wl003_warmup_extra_copy",
+    "wl004_triton_specialization_gap",
     "wl100_unused_suppression",
 ]
 

@@ -14,7 +14,9 @@ def _key(item: dict) -> tuple:
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_variant_findings(tmp_path, variant):
     root = make_tree(tmp_path, variant)
-    proc = run_cli("check", "--format", "json", "--no-cache", str(root), check_json=True)
+    select = VARIANTS[variant].get("select", "WL001")
+    proc = run_cli("check", "--format", "json", "--no-cache", "--select", select, str(root),
+                   check_json=True)
     expected = VARIANTS[variant]["expect"]
     assert proc.returncode == (1 if expected else 0), proc.stderr
     findings = proc.json["findings"]

@@ -57,3 +57,53 @@ def test_0_33_0_is_analyzed_without_internal_error():
     assert report["stats"]["files_parsed"] > 10
     assert report["stats"]["warmups"], "no warmup found in 0.33.0"
     assert not report["stats"]["configs_truncated"]
+
+
+def test_0_21_0_reports_triton_specialization_gaps():
+    report = _check("0.21.0", "--select", "WL004")
+    gaps = {(f["extra"]["kernel"].rsplit(".", 1)[-1], f["extra"]["parameter"]): f
+            for f in report["findings"]}
+    batch = gaps[("_topk_topp_kernel", "BATCH_SIZE")]
+    assert batch["extra"]["warmed"] == ["% 16 == 0"] and batch["extra"]["missing"] == ["other"]
+    assert batch["inputs"] == ["batch size"]
+    assert gaps[("_topk_topp_kernel", "TOPK_ENABLED")]["extra"]["missing"] == ["False"]
+    assert gaps[("_topk_topp_kernel", "TOPP_ENABLED")]["extra"]["missing"] == ["False"]
+
+
+def test_fix_on_0_20_0_removes_the_seeded_finding(tmp_path):
+    import shutil
+
+    out = tmp_path / "out"
+    proc = run_cli("fix", "--vllm", "0.20.0", "--out", str(out), "--field", "generators",
+                   env=CACHE)
+    assert proc.returncode == 0, proc.stderr
+    [fixed] = [p for p in out.rglob("*.py")]
+    assert fixed.relative_to(out).as_posix() == "vllm/v1/worker/gpu_model_runner.py"
+    release = REPO / ".cache" / "warmlint" / "releases" / "vllm-0.20.0"
+    tree = tmp_path / "tree"
+    shutil.copytree(release, tree)
+    original = (tree / "vllm/v1/worker/gpu_model_runner.py").read_text().splitlines()
+    shutil.copy(fixed, tree / "vllm/v1/worker/gpu_model_runner.py")
+    text = fixed.read_text()
+    # The diff touches only the warmup method (0.20.0 already imports replace and envs).
+    changed = [i for i, line in enumerate(text.splitlines()) if line not in original]
+    body = text.splitlines()
+    start = next(i for i, line in enumerate(body) if "def _dummy_sampler_run" in line)
+    end = next(i for i in range(start + 1, len(body)) if body[i].startswith("    def "))
+    assert changed and all(start < i < end for i in changed)
+    assert "clone" not in "\n".join(body[i] for i in changed)
+    report = run_cli("check", "--no-cache", "--format", "json", str(tree), check_json=True).json
+    assert _seeded(report) == []
+    again = run_cli("fix", "--check", "--field", "generators", str(tree))
+    assert again.returncode == 0, again.stdout  # a second fix changes nothing
+
+
+def test_plugin_is_a_noop_on_0_21_0_and_upgrades_0_20_0():
+    from warmlint.plugin import fixed_dummy_sampler_run_source
+
+    releases = REPO / ".cache" / "warmlint" / "releases"
+    _check("0.21.0")  # make sure both are downloaded
+    assert fixed_dummy_sampler_run_source(releases / "vllm-0.21.0") is None
+    source = fixed_dummy_sampler_run_source(releases / "vllm-0.20.0")
+    assert 'not in ("processed_logits", "processed_logprobs")' in source
+    assert "envs.VLLM_USE_FLASHINFER_SAMPLER" in source

@@ -173,3 +173,16 @@ def test_code_from_the_tree_is_never_imported_or_run(tmp_path):
         subprocess.run([str(script), "check", "--no-cache", "."], cwd=root, timeout=120,
                        capture_output=True)
         assert not marker.exists()
+
+
+@pytest.mark.parametrize("const", ["'a'", "None", "(1, 2)"])
+def test_comparison_with_a_non_number_constant(tmp_path, const):
+    """Found by test_fuzz: `x > 'a'` crashed refine_fact (`const + 1`) -> internal error."""
+    root = make_tree(tmp_path, "base")
+    sampler = root / SAMPLER
+    sampler.write_text(sampler.read_text().replace(
+        "        if sampling_metadata.all_greedy:\n",
+        f"        if sampling_metadata.max_num_logprobs > {const}:\n            pass\n"
+        "        if sampling_metadata.all_greedy:\n"))
+    proc, data = _check_json(root)
+    assert proc.returncode == 1 and data["errors"] == [] and SEEDED in _outcomes(data)

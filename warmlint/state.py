@@ -160,11 +160,13 @@ def refine_fact(fact: SymFact, op: str, const: Any, outcome: bool) -> SymFact:
                                    among=None if fact.among is None else fact.among - values))
         among = values - fact.ne if fact.among is None else fact.among & values
         return _settle(replace(fact, among=among, none=False if None not in among else fact.none))
+    if not isinstance(const, (int, float)):  # before `const + 1`: `x > None` is no bound
+        return fact
     bound = {("ge", True): ("lo", const), ("gt", True): ("lo", const + 1),
              ("lt", False): ("lo", const), ("le", False): ("lo", const + 1),
              ("le", True): ("hi", const), ("lt", True): ("hi", const - 1),
              ("gt", False): ("hi", const), ("ge", False): ("hi", const - 1)}.get((op, outcome))
-    if bound is None or not isinstance(const, (int, float)):
+    if bound is None:
         return fact
     side, num = bound
     if side == "lo":

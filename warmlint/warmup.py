@@ -66,6 +66,7 @@ class Entry:
     node: cst.CSTNode
     frame: Frame
     cfg: dict  # path-level config facts of the warmup when it made this call
+    batch_var: str | None = None  # a local holding the warmup batch size, if any
 
 
 @dataclass
@@ -75,6 +76,7 @@ class WarmupRecorder(Recorder):
     registry: set = field(default_factory=set)  # functions registered via register_warmup
     entries: list = field(default_factory=list)
     current: WarmupMethod | None = None
+    active: Entry | None = None  # the entry call being interpreted
     # `atom in (literals)` tests on config: (context, BranchSite, sym key, literal set)
     config_tests: list = field(default_factory=list)
     _tested: set = field(default_factory=set)
@@ -97,18 +99,23 @@ class WarmupRecorder(Recorder):
         return {o for o, cfgs in self.taken[key].items() if any(compatible(c, cfg) for c in cfgs)}
 
     def sink(self, interp, state, hit: SinkHit) -> None:
+        hit.entry = self.active
         self.hits.append(hit)
 
     def registered(self, interp, target, state) -> None:
         if isinstance(target, Func):
             self.registry.add(target.ref.dotted)
 
-    def entry(self, interp, callee, args, kwargs, node, state) -> None:
-        if any(e.node is node and e.warmup == self.current and e.cfg == state.cfg
-               for e in self.entries):
-            return
-        self.entries.append(Entry(self.current, callee, args, kwargs, node, interp.frame,
-                                  dict(state.cfg)))
+    def entry(self, interp, callee, args, kwargs, node, state):
+        for e in self.entries:
+            if e.node is node and e.warmup == self.current and e.cfg == state.cfg:
+                return e
+        batch_var = next((name for name, value in state.env.items()
+                          if isinstance(value, Sym) and value.key == WARMUP_BATCH.key), None)
+        entry = Entry(self.current, callee, args, kwargs, node, interp.frame, dict(state.cfg),
+                      batch_var)
+        self.entries.append(entry)
+        return entry
 
     @property
     def warm_sinks(self) -> set:

@@ -18,6 +18,7 @@ import libcst as cst
 
 from warmlint.configs import Decision
 from warmlint.coverage import ColdOutcome, cold_outcomes
+from warmlint.specialization import specialization_gaps
 from warmlint.values import Obj, OneOf, Sym
 
 
@@ -29,12 +30,16 @@ class Insertion:
     call_code: str  # source of the entry call, to find it again in the full module
     arg: object  # keyword name or positional index of the metadata argument
     meta_code: str  # source of the metadata argument
-    field: str
+    field: str  # the metadata field set (WL001), or "" for a smaller batch (WL004)
     value: str  # Python source of the value that takes the outcome
     guard: list  # [(Decision, atom source)]
     note: str  # one-line comment above the inserted call
     fingerprint: str = ""
     needs_envs: bool = False
+    rows: int | None = None  # WL004: run the call on the first `rows` rows only
+    row_args: tuple = ()  # arguments (keyword or position) holding per-row tensors
+    row_fields: tuple = ()  # metadata fields holding per-row values
+    batch_var: str | None = None  # the warmup's own batch size variable, for the guard
 
 
 @dataclass
@@ -75,9 +80,78 @@ def build_plan(facts, fields: set | None = None) -> Plan:
             continue
         done |= sinks
         plan.insertions.append(insertion)
+    if facts.settings.rule_enabled("WL004") and fields is None:
+        for insertion in _batch_insertions(facts):
+            if not any(_same(insertion, other) for other in plan.insertions):
+                plan.insertions.append(insertion)
     if facts.settings.rule_enabled("WL003"):
         plan.removals = _removals(facts)
     return plan
+
+
+def _batch_insertions(facts) -> list:
+    """WL004: warm the batch-size classes a specialized kernel argument misses."""
+    from warmlint.serving import BATCH_INPUT, SERVING_BATCH
+    from warmlint.specialization import smallest_in_class
+    from warmlint.state import SymFact
+
+    out = []
+    for gap in specialization_gaps(facts):
+        if gap.param in gap.sig.constexpr or gap.inputs != {BATCH_INPUT}:
+            continue
+        fact = gap.hit.facts.get(SERVING_BATCH.key) or SymFact()
+        for cls in sorted(gap.missing):
+            rows = smallest_in_class(cls, fact)
+            if rows is None:
+                continue
+            for hit in gap.warm_hits:
+                insertion = _rows_insertion(facts, gap, hit.entry, rows, cls) \
+                    if hit.entry else None
+                if insertion is not None:
+                    out.append(insertion)
+    return out
+
+
+def _rows_insertion(facts, gap, entry, rows: int, cls: str):
+    from warmlint.warmup import WARMUP_BATCH
+
+    fn = entry.frame.fn
+    anchor = statement_path(fn.node, entry.node)
+    classes = _request_classes(facts, entry)
+    if anchor is None or len(classes) != 1:
+        return None  # slicing two request objects consistently is not attempted
+    found = _metadata_arg(entry, {f"{c}.x" for c in classes})
+    if found is None:
+        return None
+    arg, node, obj = found
+    row_args = tuple(key for key, value in _arguments(entry) if _per_row(value, WARMUP_BATCH))
+    row_fields = tuple(name for name, value in obj.attrs.items() if _per_row(value, WARMUP_BATCH))
+    kernel = gap.kernel.rsplit(".", 1)[-1]
+    note = (f"Warm `{kernel}` for a batch of {rows} rows ({gap.param} {cls}): Triton "
+            f"compiles it once per class of {gap.param} (added by warmlint fix).")
+    code = fn.wrapper_module.code_for_node
+    return Insertion(fn.path, fn.qualname, anchor, code(entry.node), arg, code(node), "", "",
+                     [], note, rows=rows, row_args=row_args, row_fields=row_fields,
+                     batch_var=entry.batch_var)
+
+
+def _request_classes(facts, entry) -> set:
+    return {o.cls.name for v in list(entry.args) + list(entry.kwargs.values())
+            for o in (v.options if isinstance(v, OneOf) else (v,))
+            if isinstance(o, Obj) and facts.resolver.is_request_class(o.cls)}
+
+
+def _arguments(entry):
+    yield from enumerate(entry.args)
+    yield from entry.kwargs.items()
+
+
+def _per_row(value, batch) -> bool:
+    from warmlint.values import Seq, Tensor
+
+    if isinstance(value, Tensor):
+        return value.batch is not None and isinstance(value.batch, Sym) and value.batch.key == batch.key
+    return isinstance(value, Seq) and value.kind == "list" and value.items is None
 
 
 def _removals(facts) -> list:
@@ -94,7 +168,8 @@ def _removals(facts) -> list:
 
 
 def _same(a: Insertion, b: Insertion) -> bool:
-    return (a.path, a.qualname, a.anchor, a.field) == (b.path, b.qualname, b.anchor, b.field)
+    return (a.path, a.qualname, a.anchor, a.field, a.rows) == (
+        b.path, b.qualname, b.anchor, b.field, b.rows)
 
 
 def _insertion(facts, cold: ColdOutcome, fields: set | None):

@@ -61,18 +61,19 @@ def format_guard(terms: list[str], indent: int) -> str:
 
 def format_call(func: str, args: list, meta: tuple, indent: int) -> str:
     """The entry call with its metadata argument as a multi-line ``replace(...)``."""
-    replace_name, meta_code, field, value = meta
+    replace_name, base, overrides = meta
     lines = [f"{func}("]
     for prefix, text, is_meta in args:
         if not is_meta:
             lines.append(f"    {prefix}{text},")
             continue
-        assign = f"{field}={value},"
-        lines += [f"    {prefix}{replace_name}(", f"        {meta_code},"]
-        if indent + 8 + len(assign) > LINE and value.startswith("{") and value.endswith("}"):
-            lines += [f"        {field}={{", f"            {value[1:-1].strip()}", "        },"]
-        else:
-            lines.append(f"        {assign}")
+        lines += [f"    {prefix}{replace_name}(", f"        {base},"]
+        for name, value in overrides:
+            assign = f"{name}={value},"
+            if indent + 8 + len(assign) > LINE and value.startswith("{") and value.endswith("}"):
+                lines += [f"        {name}={{", f"            {value[1:-1].strip()}", "        },"]
+            else:
+                lines.append(f"        {assign}")
         lines.append("    ),")
     lines.append(")")
     return "\n".join(lines) + "\n"
@@ -180,7 +181,7 @@ class InsertWarmupCalls(VisitorBasedCodemodCommand):
         for anchor in sorted(groups, key=lambda a: [str(x).zfill(6) for x in a], reverse=True):
             anchor_stmt = _at(body, anchor)
             indent = self.indent_unit * (len(self.classes) + 1 + len(anchor) // 2)
-            todo_here = sorted(groups[anchor], key=lambda i: i.field)
+            todo_here = sorted(groups[anchor], key=lambda i: (i.rows or 0, i.field))
             new = [self._statement(ins, anchor_stmt, indent) for ins in todo_here]
             new = [n for n in new if n is not None]
             if new:
@@ -195,23 +196,42 @@ class InsertWarmupCalls(VisitorBasedCodemodCommand):
         if call is None:
             return None
         self._imports(ins)
-        args, positional = [], 0
+        args, positional, meta = [], 0, None
         for arg in call.args:
-            is_meta = (arg.keyword is not None and arg.keyword.value == ins.arg) or (
-                arg.keyword is None and not arg.star and positional == ins.arg)
+            key = arg.keyword.value if arg.keyword is not None else positional
             if arg.keyword is None and not arg.star:
                 positional += 1
             prefix = f"{arg.keyword.value}=" if arg.keyword is not None else arg.star
-            args.append((prefix, _code(arg.value), is_meta))
+            text = _code(arg.value)
+            if key == ins.arg:
+                meta = self._meta(arg.value, ins)
+            elif ins.rows and key in ins.row_args:
+                text += f"[:{ins.rows}]"
+            args.append((prefix, text, key == ins.arg))
         terms = guard_terms(ins.guard)
+        if ins.rows and ins.batch_var:
+            terms.append(f"{ins.batch_var} > {ins.rows}")
         inner = indent + (4 if terms else 0)
-        body = format_call(_code(call.func), args,
-                           (self.replace_name, ins.meta_code, ins.field, ins.value), inner)
+        body = format_call(_code(call.func), args, meta, inner)
         if terms:
             body = format_guard(terms, indent) + "\n" + textwrap.indent(body, "    ")
         comment = "".join(f"# {line}\n" for line in textwrap.wrap(ins.note, LINE - indent - 2))
         self.applied.append(ins)
         return cst.parse_statement(comment + body)
+
+    def _meta(self, node: cst.BaseExpression, ins: Insertion) -> tuple:
+        """(replace name, base expression, overrides) for the metadata argument."""
+        base, overrides = _code(node), []
+        if isinstance(node, cst.Call) and _code(node.func).split(".")[-1] in (
+                "replace", self.replace_name.split(".")[-1]) and node.args:
+            base = _code(node.args[0].value)  # already replace(base, ...): extend it
+            overrides = [(a.keyword.value, _code(a.value)) for a in node.args[1:] if a.keyword]
+        if ins.field:
+            overrides = [o for o in overrides if o[0] != ins.field] + [(ins.field, ins.value)]
+        if ins.rows:
+            taken = {name for name, _ in overrides}
+            overrides += [(f, f"{base}.{f}[:{ins.rows}]") for f in ins.row_fields if f not in taken]
+        return self.replace_name, base, overrides
 
     def _imports(self, ins: Insertion) -> None:
         if self._bound is None:

@@ -17,9 +17,17 @@ class CallMixin:
     def call(self, func: Value, args: list, kwargs: dict, state: State, node) -> list:
         results = []
         for fv in (func.options if isinstance(func, OneOf) else (func,)):
+            entry = None
             if self.mode == "warmup" and self.stack and self.frame.warmup:
-                self._maybe_entry(fv, args, kwargs, state, node)
-            results += self._call_one(fv, args, kwargs, state, node)
+                entry = self._maybe_entry(fv, args, kwargs, state, node)
+            if entry is None:
+                results += self._call_one(fv, args, kwargs, state, node)
+                continue
+            outer, self.recorder.active = self.recorder.active, entry
+            try:
+                results += self._call_one(fv, args, kwargs, state, node)
+            finally:
+                self.recorder.active = outer
         return results
 
     def _call_one(self, fv: Value, args, kwargs, state, node) -> list:
@@ -45,13 +53,14 @@ class CallMixin:
             return [(state, Sym(f"{fv.key}({consts})", "config", f"{fv.label}({consts})", fv.taint))]
         return [(state, shims.opaque_result(fv, args, kwargs))]
 
-    def _maybe_entry(self, fv, args, kwargs, state, node) -> None:
+    def _maybe_entry(self, fv, args, kwargs, state, node):
         if isinstance(fv, Func) and isinstance(fv.bound, Obj) and fv.bound.lazy:
-            return  # the runner's own helpers are part of the warmup, not entries
+            return None  # the runner's own helpers are part of the warmup, not entries
         if isinstance(fv, (Lambda, Builtin, External, ClassVal)):
-            return
+            return None
         if any(self._is_request_obj(v) for v in list(args) + list(kwargs.values())):
-            self.recorder.entry(self, fv, list(args), dict(kwargs), node, state)
+            return self.recorder.entry(self, fv, list(args), dict(kwargs), node, state)
+        return None
 
     def _is_request_obj(self, value: Value) -> bool:
         return any(isinstance(o, Obj) and self.resolver.is_request_class(o.cls)

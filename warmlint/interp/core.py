@@ -43,10 +43,13 @@ class SinkHit:
     args: dict = field(default_factory=dict)  # kernel parameter -> abstract value (Triton)
     facts: dict = field(default_factory=dict)
     cfg: dict = field(default_factory=dict)  # path-level config facts at the hit
+    entry: Any = None  # warmup hits: the warmup entry call that reached it
 
 
 class Recorder:
     """What one run observes. Subclassed by the warmup and serving passes."""
+
+    active = None  # warmup: the entry call being interpreted
 
     def branch(self, interp: "Interp", site: BranchSite, outcome: str, state: State) -> None:
         pass
@@ -58,8 +61,8 @@ class Recorder:
         pass
 
     def entry(self, interp: "Interp", callee: Value, args: list, kwargs: dict,
-              site: BranchSite, state: State) -> None:
-        pass
+              site: BranchSite, state: State):
+        return None
 
     def warm_outcomes(self, key: str, cfg: dict) -> set | None:
         return None

@@ -1,0 +1,220 @@
+"""Triton specialization keys: which argument values compile a new kernel variant.
+
+Triton compiles a kernel once per specialization key. Every ``tl.constexpr`` parameter
+is part of it (each distinct value is a new compile), and so is the *class* of every
+non-constexpr integer argument: equal to 1, divisible by 16, or neither, unless the
+parameter is listed in ``do_not_specialize`` (no classes) or
+``do_not_specialize_on_alignment`` (only "equal to 1" is kept).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+import libcst as cst
+
+from warmlint.state import _UNSET, SymFact, eval_pred
+from warmlint.values import Const, OneOf, Pred, Sym, Tensor, Value
+
+ONE, ALIGNED, OTHER = "== 1", "% 16 == 0", "other"
+
+
+@dataclass
+class KernelSignature:
+    params: list  # names in order
+    constexpr: set
+    no_specialize: set = field(default_factory=set)
+    no_alignment: set = field(default_factory=set)
+    decorator: str = "triton.jit"
+
+
+def kernel_signature(resolver, ref) -> KernelSignature | None:
+    parsed = resolver.parsed(ref)
+    info = resolver.func_info(ref)
+    if parsed is None or info is None:
+        return None
+    params = list(parsed.node.params.posonly_params) + list(parsed.node.params.params)
+    names = [p.name.value for p in params]
+    constexpr = set()
+    for p in params:
+        if p.annotation is not None:
+            text = cst.Module([]).code_for_node(p.annotation.annotation)
+            if text.split(".")[-1] == "constexpr":
+                constexpr.add(p.name.value)
+    sig = KernelSignature(names, constexpr)
+    for text in info.decorator_calls:
+        _read_options(text, sig)
+    return sig
+
+
+def _read_options(text: str, sig: KernelSignature) -> None:
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return
+    if not isinstance(node, ast.Call):
+        return
+    sig.decorator = ast.unparse(node.func)
+    for kw in node.keywords:
+        target = {"do_not_specialize": sig.no_specialize,
+                  "do_not_specialize_on_alignment": sig.no_alignment}.get(kw.arg)
+        if target is None or not isinstance(kw.value, (ast.List, ast.Tuple)):
+            continue
+        for elt in kw.value.elts:
+            if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
+                target.add(elt.value)
+            elif isinstance(elt, ast.Constant) and isinstance(elt.value, int) \
+                    and elt.value < len(sig.params):
+                target.add(sig.params[elt.value])
+
+
+def direct_inputs(value: Value) -> set:
+    """The request inputs a kernel argument is computed from (not the branches around it)."""
+    out: set = set()
+    for opt in (value.options if isinstance(value, OneOf) else (value,)):
+        if isinstance(opt, Pred) and opt.sym.kind == "request":
+            out.add(_input_name(opt.sym))
+        elif isinstance(opt, Sym) and opt.kind == "request":
+            out.add(_input_name(opt))
+        else:
+            out |= set(opt.taint.inputs)
+    return out
+
+
+def _input_name(sym: Sym) -> str:
+    from warmlint.serving import BATCH_INPUT, SERVING_BATCH
+
+    return BATCH_INPUT if sym.key == SERVING_BATCH.key else sym.key
+
+
+def int_class(value: int) -> str:
+    return ONE if value == 1 else ALIGNED if value % 16 == 0 else OTHER
+
+
+def smallest_in_class(cls: str, fact: SymFact) -> int | None:
+    """The smallest batch size the path allows in ``cls`` (None if it allows none)."""
+    lo = int(fact.lo or 1)
+    hi = fact.hi
+    for n in range(max(lo, 1), (int(hi) if hi is not None else lo + 32) + 1):
+        if int_class(n) == cls:
+            return n
+    return None
+
+
+def int_classes(fact: SymFact) -> set:
+    """Classes a symbolic int can fall in, given what the path knows about it."""
+    if fact.eq is not _UNSET and isinstance(fact.eq, int):
+        return {int_class(fact.eq)}
+    lo = 0 if fact.lo is None else fact.lo
+    hi = fact.hi
+    out = set()
+    if lo <= 1 and (hi is None or hi >= 1) and fact.mod16 is not True:
+        out.add(ONE)
+    if (hi is None or hi >= max(lo, 16)) and fact.mod16 is not False:
+        out.add(ALIGNED)
+    start = max(lo, 2)
+    if fact.mod16 is not True and (hi is None or any(n % 16 for n in range(int(start), int(hi) + 1))):
+        out.add(OTHER)
+    return out
+
+
+def classes_of(value: Value, facts: dict, specialized_int: bool, alignment: bool = True
+               ) -> set | None:
+    """The specialization classes ``value`` can take, or None when they cannot be told."""
+    out: set = set()
+    for opt in (value.options if isinstance(value, OneOf) else (value,)):
+        got = _classes(opt, facts, specialized_int)
+        if got is None:
+            return None
+        out |= got
+    if specialized_int and not alignment:  # do_not_specialize_on_alignment
+        out = {c if c == ONE else OTHER for c in out}
+    return out
+
+
+def _classes(value: Value, facts: dict, specialized_int: bool) -> set | None:
+    if isinstance(value, Const):
+        if specialized_int and isinstance(value.value, int) and not isinstance(value.value, bool):
+            return {int_class(value.value)}
+        return {repr(value.value)}
+    if isinstance(value, Pred):
+        truth = eval_pred(facts.get(value.sym.key) or SymFact(), value.op, value.const)
+        if truth is None:
+            return {"True", "False"}
+        return {repr(truth != value.negated)}
+    if isinstance(value, Sym) and value.is_int and specialized_int:
+        return int_classes(facts.get(value.key) or SymFact())
+    if isinstance(value, Tensor):
+        return {"tensor"}
+    return None
+
+
+@dataclass
+class Gap:
+    """A request-dependent kernel parameter whose serving classes the warmups miss."""
+
+    program: object
+    kernel: str  # sink id
+    param: str
+    hit: object  # a serving SinkHit at the launch
+    sig: KernelSignature
+    leaves: set = field(default_factory=set)
+    missing: set = field(default_factory=set)
+    warmed: set = field(default_factory=set)
+    inputs: set = field(default_factory=set)
+    cfgs: list = field(default_factory=list)
+    warm_hits: list = field(default_factory=list)  # warmup launches of the kernel
+
+
+def _kernel_ref(sink_id: str):
+    from warmlint.resolve import FuncRef
+
+    module, name = sink_id.split(":", 1)[1].rsplit(".", 1)
+    return FuncRef(module, name)
+
+
+def _warmed(hits: list, sig: KernelSignature) -> dict:
+    warmed: dict = {}
+    for hit in hits:
+        for param, value in hit.args.items():
+            got = classes_of(value, hit.facts, param not in sig.constexpr,
+                             param not in sig.no_alignment)
+            if got is None:
+                warmed[param] = None
+            elif warmed.get(param, set()) is not None:
+                warmed[param] = warmed.get(param, set()) | got
+    return warmed
+
+
+def specialization_gaps(facts) -> list[Gap]:
+    gaps: dict = {}
+    for program in facts.programs:
+        for index, leaf in enumerate(program.leaves):
+            serving = list(leaf.serving.warm_hits)
+            for _, hits, _ in leaf.serving.cold.values():
+                serving += hits
+            for kernel in sorted({h.sink_id for h in leaf.warm.hits if h.kind == "triton"}):
+                sig = kernel_signature(facts.resolver, _kernel_ref(kernel))
+                if sig is None:
+                    continue
+                warm_hits = [h for h in leaf.warm.hits if h.sink_id == kernel]
+                warmed = _warmed(warm_hits, sig)
+                for hit in (h for h in serving if h.sink_id == kernel):
+                    for param, value in hit.args.items():
+                        if param in sig.no_specialize or not value.taint.inputs:
+                            continue
+                        got = classes_of(value, hit.facts, param not in sig.constexpr,
+                                         param not in sig.no_alignment)
+                        had = warmed.get(param)
+                        if got is None or had is None or not (got - had):
+                            continue
+                        key = (program.runner, kernel, hit.site.key, param)
+                        gap = gaps.setdefault(key, Gap(program, kernel, param, hit, sig))
+                        gap.leaves.add(index)
+                        gap.missing |= got - had
+                        gap.warmed |= had
+                        gap.inputs |= direct_inputs(value)
+                        gap.cfgs.append(hit.cfg)
+                        gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
+    return [gaps[k] for k in sorted(gaps)]
