@@ -27,11 +27,15 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-BENCH = Path(__file__).resolve().parent
+ME = str(Path(__file__).resolve())
+BENCH = Path(ME).parent
 REPO = BENCH.parent
 VENV = REPO / ".venv" / "bin"
 PY = str(VENV / "python")
 SAMPLER = "vllm/v1/sample/sampler.py"
+COLD, WARM, TOUCHED = "warmlint cold (empty cache)", "warmlint warm (unchanged tree)", "warmlint touched sampler.py"
+FILES, SPANS = "floor: LibCST parse of files read", "floor: LibCST parse of spans parsed"
+RUFF, FIXIT = "ruff check --select E9 --no-cache", "Fixit 2.2.1, one no-op rule"
 MARKER = "<!-- analysis: hand-written below this line; bench/run.py keeps it when rewriting -->"
 
 
@@ -49,22 +53,24 @@ def parse_only(kind: str, listfile: str) -> None:
 
 
 def probe(out: str, cli_args: list[str]) -> None:
-    """Run the warmlint CLI in-process with timers on its phases (exclusive times, they sum
+    """Run the warmlint CLI in-process with timers on its phases (exclusive times: they sum
     to the whole) and record the files it read and the function spans it parsed."""
     import builtins
     import importlib
 
-    spent, stack, kept, spans = Counter(), [], {}, []
+    spent, stack, seen = Counter(), [], {"spans": [], "report": None}
 
-    def timed(fn, label, keep=None):
+    def timed(fn, label, record=None):
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
             t0 = time.perf_counter()
             stack.append(0.0)
             try:
                 result = fn(*args, **kwargs)
-                if keep:
-                    kept[keep] = result
+                if record == "spans":
+                    seen["spans"].append(args[0])
+                elif record:
+                    seen[record] = result
                 return result
             finally:
                 dt = time.perf_counter() - t0
@@ -73,20 +79,10 @@ def probe(out: str, cli_args: list[str]) -> None:
                     stack[-1] += dt
         return wrapper
 
-    class CstProxy:  # stands in for `libcst` inside warmlint.cst_functions
-        def __init__(self, real):
-            self.real, self.parse_module = real, timed(self._parse, "LibCST parse of function spans")
-
-        def _parse(self, text):
-            spans.append(text)
-            return self.real.parse_module(text)
-
-        def __getattr__(self, name):
-            return getattr(self.real, name)
-
-    patches = {  # module -> [(class or None, attribute, label)]
-        "warmlint.index": [("SourceTree", "_scan", "tree scan (os.walk)"),
-                           ("SourceTree", "toc", "TOC: read + sha1"),
+    patches = {  # module -> [(class or None, attribute, label[, what to record])]
+        "libcst": [(None, "parse_module", "LibCST parse of function spans", "spans"),
+                   (None, "parse_expression", "LibCST parse_expression (TOC values)")],
+        "warmlint.index": [("SourceTree", "_scan", "tree scan (os.walk)"), ("SourceTree", "toc", "TOC: read + sha1"),
                            (None, "build_toc", "TOC: ast.parse + build")],
         "warmlint.summary_cache": [("SummaryCache", "get_toc", "TOC cache (pickle)"),
                                    ("SummaryCache", "put_toc", "TOC cache (pickle)"),
@@ -99,50 +95,43 @@ def probe(out: str, cli_args: list[str]) -> None:
                            (None, "_dependencies", "result cache: write")],
     }
 
-    def apply_patches():
-        for name in [n for n in patches if n in sys.modules]:
-            module = sys.modules[name]
-            for owner, attr, label, *keep in patches.pop(name):
-                target = getattr(module, owner) if owner else module
-                setattr(target, attr, timed(getattr(target, attr), label, *keep))
-            if name == "warmlint.cst_functions":
-                module.cst = CstProxy(module.cst)
+    def apply_patches():  # once each module is fully initialized
+        for name in [n for n in patches if n in sys.modules
+                     and not getattr(sys.modules[n].__spec__, "_initializing", False)]:
+            for owner, attr, *how in patches.pop(name):
+                target = getattr(sys.modules[name], owner) if owner else sys.modules[name]
+                setattr(target, attr, timed(getattr(target, attr), *how))
 
-    real_import, real_import_module = builtins.__import__, importlib.import_module
-    timed_import = timed(real_import, "imports")
-    timed_import_module = timed(real_import_module, "imports")
+    def hooked(real):  # time imports that load something; patch what they loaded
+        slow = timed(real, "imports")
 
-    def hook_import(name, globals=None, locals=None, fromlist=(), level=0):
-        if level == 0 and name in sys.modules and not fromlist:
-            return real_import(name, globals, locals, fromlist, level)
-        result = timed_import(name, globals, locals, fromlist, level)
-        apply_patches()
-        return result
+        def hook(name, *args, **kwargs):
+            loaded, fromlist = sys.modules.get(name), (args[2] if len(args) > 2 else kwargs.get("fromlist")) or ()
+            if loaded and not (args[3:4] or [kwargs.get("level")])[0] and all(hasattr(loaded, f) for f in fromlist):
+                return real(name, *args, **kwargs)
+            result = slow(name, *args, **kwargs)
+            apply_patches()
+            return result
+        return hook
 
-    def hook_import_module(name, package=None):
-        result = timed_import_module(name, package)
-        apply_patches()
-        return result
-
-    builtins.__import__, importlib.import_module = hook_import, hook_import_module
+    builtins.__import__, importlib.import_module = hooked(builtins.__import__), hooked(importlib.import_module)
     started = time.perf_counter()
-    cli = importlib.import_module("warmlint.cli")
-    main = timed(cli.main, "CLI, config, suppressions, output")
+    main = timed(importlib.import_module("warmlint.cli").main, "CLI, config, suppressions, output")
     with open(os.devnull, "w") as sink:
         real_stdout, sys.stdout = sys.stdout, sink
         try:
-            main(cli_args)
+            rc = main(cli_args)
         finally:
             sys.stdout = real_stdout
-    total = time.perf_counter() - started
-    report = kept.get("report")
+    report, total = seen["report"], time.perf_counter() - started
     files = [str(report.root / rel) for rel in report.files] if report is not None else []
     Path(out).write_text(json.dumps({"total": total, "phases": dict(spent), "files": files,
-                                     "spans": spans, "libcst_imported": "libcst" in sys.modules}))
+                                     "spans": seen["spans"], "libcst_imported": "libcst" in sys.modules}))
+    sys.exit(rc)
 
 
 # -- measuring ---------------------------------------------------------------------------------
-def run_once(cmd: list[str], cwd: Path | None = None) -> dict:
+def run_once(cmd: list[str], cwd: Path | None = None, ok: tuple | None = (0, 1)) -> dict:
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=err)
@@ -151,15 +140,15 @@ def run_once(cmd: list[str], cwd: Path | None = None) -> dict:
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    if proc.returncode not in (0, 1):
+    if ok is not None and proc.returncode not in ok:
         raise SystemExit(f"{' '.join(cmd)} exited {proc.returncode}:\n{stderr[-2000:]}")
     inner = None
     if stdout.startswith("{"):
         data = json.loads(stdout)
         inner = data.get("inner", data.get("stats", {}).get("seconds"))
-    tail = (stdout.strip() or stderr.strip()).splitlines()[-1:] or [""]
+    tail = ((stdout.strip() or stderr.strip()).splitlines() or [""])[-1][:80]
     return {"wall": wall, "rss": usage.ru_maxrss / 1024, "cpu": usage.ru_utime + usage.ru_stime,
-            "inner": inner, "tail": tail[0][:80]}
+            "inner": inner, "tail": f"{tail} (exit {proc.returncode})"}
 
 
 def warmlint(tree: Path, cache: Path) -> list[str]:
@@ -174,133 +163,162 @@ def fresh_dir(scratch: Path, prefix: str, like: Path | None = None) -> Path:
 
 
 def prepare(version: str, releases: Path, scratch: Path) -> dict:
-    """Copies of the release outside the repo (Fixit's walker skips gitignored .cache/),
-    a touched copy with the cache of its unchanged state, and the probe's file lists."""
+    """Copies of the release outside the repo (Fixit's walker skips the gitignored .cache/),
+    a touched copy with the cache of its unchanged state, a probe of each mode, file lists."""
     tree, touched = scratch / f"vllm-{version}", scratch / f"vllm-{version}-touched"
-    for path in (tree, touched):
-        shutil.rmtree(path, ignore_errors=True)
-        shutil.copytree(releases / f"vllm-{version}", path)
     warm, snap = scratch / f"cache-{version}-warm", scratch / f"cache-{version}-touched"
-    probes = {}
-    for mode, target, cache in (("cold", tree, warm), ("warm", tree, warm), ("touched", touched, snap)):
-        if mode == "touched":
-            run_once(warmlint(touched, snap))  # the cache of the unchanged copy...
-            with open(touched / SAMPLER, "a") as fh:  # ...then the edit
-                fh.write("# touched by bench/run.py\n")
-            snap_copy = fresh_dir(scratch, "probe-", like=snap)
-            cache = snap_copy
+    for path in (tree, touched, warm, snap):
+        shutil.rmtree(path, ignore_errors=True)
+    for path in (tree, touched):
+        shutil.copytree(releases / f"vllm-{version}", path)
+
+    def probed(mode: str, target: Path, cache: Path) -> dict:
         out = scratch / f"probe-{version}-{mode}.json"
-        run_once([PY, __file__, "--probe", str(out), "--", *warmlint(target, cache)[3:]])
-        probes[mode] = json.loads(out.read_text())
-    lists = {}
-    for kind, items in (("files", probes["cold"]["files"]), ("spans", probes["cold"]["spans"])):
-        lists[kind] = scratch / f"{kind}-{version}.json"
-        lists[kind].write_text(json.dumps(items))
+        run_once([PY, ME, "--probe", str(out), "--", *warmlint(target, cache)[3:]])
+        return json.loads(out.read_text())
+
+    probes = {"cold": probed("cold", tree, warm), "warm": probed("warm", tree, warm)}
+    run_once(warmlint(touched, snap))  # the cache of the unchanged copy, then the edit:
+    with open(touched / SAMPLER, "a") as fh:
+        fh.write("# touched by bench/run.py\n")
+    probes["touched"] = probed("touched", touched, fresh_dir(scratch, "probe-", like=snap))
+    lists = {kind: scratch / f"{kind}-{version}.json" for kind in ("files", "spans")}
+    for kind, path in lists.items():
+        path.write_text(json.dumps(probes["cold"][kind]))
     return {"tree": tree, "touched": touched, "warm": warm, "snap": snap, "probes": probes, "lists": lists}
 
 
-def specs(version: str, p: dict, scratch: Path) -> list[tuple[str, callable]]:
+def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
     """(row label, () -> command) for every repeated measurement of one tree."""
     return [
         ("python start-up (-c pass)", lambda: [PY, "-c", "pass"]),
         ("python + import libcst", lambda: [PY, "-c", "import libcst"]),
-        ("warmlint cold (empty cache)", lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"))),
-        ("warmlint warm (unchanged tree)", lambda: warmlint(p["tree"], p["warm"])),
-        ("warmlint touched sampler.py", lambda: warmlint(p["touched"],
-                                                          fresh_dir(scratch, "t-", like=p["snap"]))),
-        ("floor: LibCST parse of files read", lambda: [PY, __file__, "--parse", "files", str(p["lists"]["files"])]),
-        ("floor: LibCST parse of spans parsed", lambda: [PY, __file__, "--parse", "spans", str(p["lists"]["spans"])]),
-        ("ruff check --select E9 --no-cache", lambda: [str(VENV / "ruff"), "check", "--select", "E9",
-                                                       "--no-cache", str(p["tree"])]),
+        (COLD, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"))),
+        (WARM, lambda: warmlint(p["tree"], p["warm"])),
+        (TOUCHED, lambda: warmlint(p["touched"], fresh_dir(scratch, "t-", like=p["snap"]))),
+        (FILES, lambda: [PY, ME, "--parse", "files", str(p["lists"]["files"])]),
+        (SPANS, lambda: [PY, ME, "--parse", "spans", str(p["lists"]["spans"])]),
+        (RUFF, lambda: [str(VENV / "ruff"), "check", "--select", "E9", "--no-cache", str(p["tree"])]),
     ]
 
 
-def versions() -> dict:
+def versions() -> dict:  # run.py runs under the venv's python (see README)
     from importlib.metadata import version
 
-    found = {name: version(name) for name in ("warmlint", "libcst", "fixit")}
-    found["ruff"] = subprocess.run([str(VENV / "ruff"), "--version"], capture_output=True,
-                                   text=True).stdout.split()[-1]
-    found["python"] = subprocess.run([PY, "-c", "import sys; print(sys.version.split()[0])"],
-                                     capture_output=True, text=True).stdout.strip()
-    return found
+    ruff = subprocess.run([str(VENV / "ruff"), "--version"], capture_output=True, text=True).stdout.split()[-1]
+    found = {n: version(n) for n in ("warmlint", "libcst", "fixit")}
+    return found | {"ruff": ruff, "python": platform.python_version()}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True).stdout.strip()
+
+
+def use_source(ref: str | None, scratch: Path) -> str:
+    """Point PYTHONPATH at an export of git revision ``ref`` (None: the working tree)."""
+    if not ref:
+        return f"working tree of {REPO} (git describe: {git('describe', '--always', '--dirty')})"
+    commit = git("rev-parse", ref)
+    src = scratch / f"src-{commit[:12]}"
+    if not src.exists():
+        src.mkdir()
+        subprocess.run(f"git -C {REPO} archive {commit} | tar -x -C {src}", shell=True, check=True)
+        (src / "warmlint" / "rules").symlink_to("../rules")  # pyproject's package-dir mapping
+    os.environ["PYTHONPATH"] = str(src)
+    return f"commit {commit} (`--ref {ref}`), exported to {src}"
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                if line.startswith("model name")), platform.processor())
+    cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line)
     mem = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
-    return f"{os.cpu_count()} CPUs (nproc), {cpu}, {mem / 2**20:.1f} GiB RAM, {platform.platform()}"
+    return f"nproc {os.cpu_count()}, {cpu}, {mem / 2**20:.1f} GiB RAM, {platform.platform()}"
 
 
 # -- reporting ---------------------------------------------------------------------------------
-def summarize(samples: list[dict]) -> dict:
-    walls = [s["wall"] for s in samples]
-    inner = [s["inner"] for s in samples if s["inner"] is not None]
-    return {"median": statistics.median(walls), "min": min(walls), "max": max(walls), "n": len(walls),
-            "inner": statistics.median(inner) if inner else None,
-            "cpu": statistics.median(s["cpu"] for s in samples),
-            "rss": max(s["rss"] for s in samples), "tail": samples[-1]["tail"]}
+def md(*cells) -> str:
+    return "| " + " | ".join(map(str, cells)) + " |"
 
 
 def fmt(x, digits=3) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def summarize(samples: list[dict]) -> dict:
+    walls, inner = [s["wall"] for s in samples], [s["inner"] for s in samples if s["inner"] is not None]
+    return {"median": statistics.median(walls), "min": min(walls), "max": max(walls), "n": len(walls),
+            "inner": statistics.median(inner) if inner else None, "rss": max(s["rss"] for s in samples),
+            "cpu": statistics.median(s["cpu"] for s in samples), "tail": samples[-1]["tail"]}
+
+
 def table(results: dict) -> list[str]:
-    lines = ["| tree | measurement | n | median s | min s | max s | in-process s | CPU s | peak RSS MB |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for version, rows in results.items():
-        for label, r in rows.items():
-            lines.append(f"| {version} | {label} | {r['n']} | {fmt(r['median'])} | {fmt(r['min'])} | "
-                         f"{fmt(r['max'])} | {fmt(r['inner'])} | {fmt(r['cpu'], 2)} | {r['rss']:.0f} |")
-    return lines
+    lines = [md("tree", "measurement", "n", "median s", "min s", "max s", "in-process s", "CPU s",
+                "peak RSS MB"), "|---|---|" + "---:|" * 7]
+    return lines + [md(v, label, r["n"], fmt(r["median"]), fmt(r["min"]), fmt(r["max"]), fmt(r["inner"]),
+                       fmt(r["cpu"], 2), f"{r['rss']:.0f}") for v, rows in results.items() for label, r in rows.items()]
+
+
+def ratio(rows: dict, a: str, b: str, key: str = "median") -> float | None:
+    return rows[a][key] / rows[b][key] if a in rows and b in rows and rows[a][key] is not None else None
 
 
 def ratios_and_goals(results: dict) -> list[str]:
-    lines = ["| tree | ratio | value |", "|---|---|---:|"]
-    goals = ["", "| tree | goal | measured | status |", "|---|---|---|---|"]
-    for version, r in results.items():
-        med = {label: row["median"] for label, row in r.items()}
-        cold, warm, touched = (med["warmlint cold (empty cache)"], med["warmlint warm (unchanged tree)"],
-                               med["warmlint touched sampler.py"])
-        floor, spans = med["floor: LibCST parse of files read"], med["floor: LibCST parse of spans parsed"]
-        ruff, fixit = med["ruff check --select E9 --no-cache"], med.get("Fixit 2.2.1, one no-op rule")
-        inner_floor = r["floor: LibCST parse of files read"]["inner"]
-        rows = [("cold / floor(files read), whole processes", cold / floor),
-                ("cold in-process / floor(files read) parse only", r["warmlint cold (empty cache)"]["inner"] / inner_floor),
-                ("cold / floor(function spans parsed)", cold / spans),
-                ("Fixit / cold", fixit / cold if fixit else None),
-                ("warm / ruff E9", warm / ruff), ("touched / cold", touched / cold)]
-        lines += [f"| {version} | {name} | {fmt(v, 2)} |" for name, v in rows]
+    ratios = [md("tree", "ratio", "by wall time", "by CPU time"), "|---|---|---:|---:|"]
+    goals = [md("tree", "goal (wall-time medians)", "measured", "status"), "|---|---|---|---|"]
+    for v, r in results.items():
+        q = functools.partial(ratio, r)
+        ratios += [md(v, name, fmt(q(a, b), 2), fmt(q(a, b, "cpu"), 2)) for name, a, b in [
+            ("cold / floor(files read)", COLD, FILES), ("cold / floor(function spans parsed)", COLD, SPANS),
+            ("Fixit / cold", FIXIT, COLD), ("warm / ruff E9", WARM, RUFF), ("touched / cold", TOUCHED, COLD)]]
+        ratios.append(md(v, "cold / floor(files read), in-process (stats.seconds / parse loop)",
+                         fmt(q(COLD, FILES, "inner"), 2), "-"))
         rss = max(row["rss"] for label, row in r.items() if label.startswith("warmlint"))
-        checks = [("cold <= 1.3 x LibCST floor of files read", f"{cold / floor:.2f} x", cold <= 1.3 * floor),
-                  (">= 200 x faster than Fixit", f"{fixit / cold:.0f} x" if fixit else "not run",
-                   fixit is not None and fixit >= 200 * cold),
-                  ("warm <= 0.3 s and faster than ruff E9", f"{warm:.3f} s vs ruff {ruff:.3f} s",
-                   warm <= 0.3 and warm < ruff),
-                  ("touched sampler.py <= 1 s", f"{touched:.3f} s", touched <= 1.0),
-                  ("peak RSS <= 500 MB", f"{rss:.0f} MB", rss <= 500)]
-        goals += [f"| {version} | {g} | {m} | {'met' if ok else '**missed**'} |" for g, m, ok in checks]
-    return lines + goals
+        cold_floor, fixit, warm, ruff, touched = (q(COLD, FILES), q(FIXIT, COLD), r[WARM]["median"],
+                                                  r[RUFF]["median"], r[TOUCHED]["median"])
+        goals += [md(v, goal, shown, "met" if ok else "**missed**") for goal, shown, ok in [
+            ("cold <= 1.3 x LibCST floor of files read", f"{cold_floor:.2f} x", cold_floor <= 1.3),
+            ("cold >= 200 x faster than Fixit", "not run" if fixit is None else f"{fixit:.0f} x",
+             fixit is not None and fixit >= 200),
+            ("warm <= 0.3 s and faster than ruff E9", f"{warm:.3f} s (ruff {ruff:.3f} s)", warm <= min(0.3, ruff)),
+            ("touched sampler.py <= 1 s", f"{touched:.3f} s", touched <= 1),
+            ("peak RSS <= 500 MB", f"{rss:.0f} MB", rss <= 500)]]
+    return ratios + [""] + goals
 
 
-def breakdown(prepared: dict, results: dict) -> list[str]:
-    cols = [(v, m) for v in prepared for m in ("cold", "warm", "touched")]
-    labels = sorted({k for v, m in cols for k in prepared[v]["probes"][m]["phases"]})
-    lines = ["| phase (ms, exclusive) | " + " | ".join(f"{v} {m}" for v, m in cols) + " |",
-             "|---|" + "---:|" * len(cols)]
-    start = {v: results[v]["python start-up (-c pass)"]["median"] for v in prepared}
-    lines.append("| interpreter start-up (python -c pass) | "
-                 + " | ".join(f"{start[v] * 1000:.0f}" for v, m in cols) + " |")
-    for label in sorted(labels, key=lambda k: -prepared[cols[0][0]]["probes"]["cold"]["phases"].get(k, 0)):
-        lines.append(f"| {label} | " + " | ".join(
-            f"{prepared[v]['probes'][m]['phases'].get(label, 0) * 1000:.0f}" for v, m in cols) + " |")
-    lines.append("| **in-process total** | " + " | ".join(
-        f"**{prepared[v]['probes'][m]['total'] * 1000:.0f}**" for v, m in cols) + " |")
-    lines.append("| LibCST imported? | " + " | ".join(
-        str(prepared[v]["probes"][m]["libcst_imported"]) for v, m in cols) + " |")
-    return lines
+def breakdown(probes: dict, results: dict) -> list[str]:
+    cols = [(v, mode) for v in probes for mode in ("cold", "warm", "touched")]
+    runs = [probes[v][mode] for v, mode in cols]
+    labels = sorted({k for p in runs for k in p["phases"]}, key=lambda k: -runs[-3]["phases"].get(k, 0))
+    return [md("phase (ms, exclusive)", *(f"{v} {mode}" for v, mode in cols)), "|---|" + "---:|" * len(cols),
+            md("python start-up (median of -c pass)",
+               *(f"{results[v]['python start-up (-c pass)']['median'] * 1000:.0f}" for v, _ in cols)),
+            *(md(k, *(f"{p['phases'].get(k, 0) * 1000:.0f}" for p in runs)) for k in labels),
+            md("**in-process total**", *(f"**{p['total'] * 1000:.0f}**" for p in runs)),
+            md("LibCST imported?", *(p["libcst_imported"] for p in runs))]
+
+
+def render(state: dict, output: Path) -> None:
+    """Write results.md from a run's state (also saved as SCRATCH/state.json: see --render)."""
+    meta, results = state["meta"], state["results"]
+    lines = [
+        "# warmlint benchmark results", "",
+        f"- date: {meta['date']} (the run took {meta['minutes']} min)",
+        f"- machine: {meta['machine']}; load average (1 min) before/after: {meta['load']}",
+        "- versions: " + ", ".join(f"{k} {val}" for k, val in meta["versions"].items()),
+        f"- warmlint source under test: {meta['source']}",
+        f"- command: `{meta['command']}` (from the repo root)",
+        f"- trees: copies of `{meta['releases']}/vllm-VERSION` under `{meta['scratch']}`; warmlint under test: "
+        "`.venv/bin/python -m warmlint.cli check --format json --cache-dir DIR TREE`",
+        *(f"- last output line of {label} on {v}: `{r['tail']}`" for v in results
+          for label, r in results[v].items() if label in (RUFF, FIXIT)), "",
+        "## Timings (wall seconds; repeats interleaved; Fixit once per tree)", "", *table(results), "",
+        "## Ratios and goals", "", *ratios_and_goals(results), "",
+        "## Where warmlint's time goes (one in-process probe per mode: bench/run.py --probe)", "",
+        *breakdown(state["probes"], results), "",
+        "## Parallel parsing on this machine (bench/parallel_experiment.py)", "", state["parallel"].rstrip(), "",
+        MARKER]
+    old = output.read_text() if output.exists() else ""
+    output.write_text("\n".join(lines) + (old.split(MARKER, 1)[1] if MARKER in old else "\n"))
+    print("\n".join(lines[:-1]))
 
 
 def main() -> None:
@@ -311,54 +329,49 @@ def main() -> None:
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "warmlint-bench")
     parser.add_argument("--no-fixit", action="store_true", help="skip Fixit (minutes per tree)")
     parser.add_argument("--output", type=Path, default=BENCH / "results.md")
+    parser.add_argument("--ref", help="benchmark this git revision (exported to the scratch dir), "
+                        "not the working tree: other people's half-done edits do not leak in")
+    parser.add_argument("--render", type=Path, metavar="STATE", help="only rewrite --output from a state.json")
     args = parser.parse_args()
-    releases = args.releases or Path(os.environ.get("WARMLINT_CACHE_DIR", REPO / ".cache/warmlint")) / "releases"
+    if args.render:
+        return render(json.loads(args.render.read_text()), args.output)
+    args.output, args.scratch = args.output.resolve(), args.scratch.resolve()
+    cache = Path(os.environ.get("WARMLINT_CACHE_DIR") or REPO / ".cache" / "warmlint")
+    releases, vs = args.releases or cache / "releases", args.versions.split(",")
     # .pyc files go to the scratch dir: measured runs never compile, the repo gets no __pycache__.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = str(args.scratch / "pycache")
     args.scratch.mkdir(parents=True, exist_ok=True)
+    source = use_source(args.ref, args.scratch)
+    os.chdir(args.scratch)  # so `python -m` finds warmlint on PYTHONPATH / the install, not in cwd
     load_before, started = os.getloadavg(), datetime.now().astimezone()
-    vs = args.versions.split(",")
-    prepared = {v: prepare(v, releases, args.scratch) for v in vs}  # also primes the .pyc cache
-    samples = {v: {label: [] for label, _ in specs(v, prepared[v], args.scratch)} for v in vs}
+    prepared = {v: prepare(v, releases, args.scratch) for v in vs}  # also fills the .pyc cache
+    samples = {v: {label: [] for label, _ in specs(prepared[v], args.scratch)} for v in vs}
     for rep in range(args.repeat):
         for v in vs:
-            for label, make in specs(v, prepared[v], args.scratch):
+            for label, make in specs(prepared[v], args.scratch):
                 samples[v][label].append(run_once(make()))
         print(f"repeat {rep + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     results = {v: {label: summarize(s) for label, s in rows.items()} for v, rows in samples.items()}
     for v in vs if not args.no_fixit else ():
-        print(f"Fixit on {v} (once)...", file=sys.stderr, flush=True)
+        print(f"Fixit on {v}, once ...", file=sys.stderr, flush=True)
         cmd = [str(VENV / "fixit"), "--rules", ".noop:NoOp", "lint", str(prepared[v]["tree"])]
-        results[v]["Fixit 2.2.1, one no-op rule"] = summarize([run_once(cmd, cwd=BENCH / "fixit_rules")])
+        results[v][FIXIT] = summarize([run_once(cmd, cwd=BENCH / "fixit_rules", ok=None)])
+    targets = [":".join(map(str, (prepared[v]["tree"], *prepared[v]["lists"].values()))) for v in vs]
     parallel = subprocess.run([PY, str(BENCH / "parallel_experiment.py"), "--repeat", str(args.repeat),
-                               *[f"{prepared[v]['tree']}={prepared[v]['lists']['files']}" for v in vs]],
-                              capture_output=True, text=True, check=True).stdout
-    tails = [f"- {v} {label}: `{r['tail']}`" for v in vs for label, r in results[v].items()
-             if label.startswith(("ruff", "Fixit"))]
-    ver = versions()
-    header = [
-        "# warmlint benchmark results", "",
-        f"- date: {started:%Y-%m-%d %H:%M %Z} (took {(datetime.now().astimezone() - started).seconds // 60} min)",
-        f"- machine: {machine()}",
-        f"- load average before/after: {load_before[0]:.2f} / {os.getloadavg()[0]:.2f}",
-        "- versions: " + ", ".join(f"{k} {val}" for k, val in ver.items()),
-        f"- command: `{Path(sys.executable).relative_to(REPO) if sys.executable.startswith(str(REPO)) else sys.executable}"
-        f" bench/{Path(__file__).name} {' '.join(sys.argv[1:])}`",
-        f"- trees: copies of {releases}/vllm-VERSION under {args.scratch}; warmlint under test: "
-        "`.venv/bin/python -m warmlint.cli check --format json --cache-dir DIR TREE`",
-        "- peers' last output line:", *tails, "",
-        "## Timings (wall seconds; repeats interleaved; Fixit once per tree)", "", *table(results), "",
-        "## Ratios and goals", "", *ratios_and_goals(results), "",
-        "## Where warmlint's time goes (one in-process probe per mode, bench/run.py --probe)", "",
-        *breakdown(prepared, results), "",
-        "## Parallel parsing on this machine (bench/parallel_experiment.py)", "", parallel.rstrip(), "",
-    ]
-    kept = ""
-    if args.output.exists() and MARKER in args.output.read_text():
-        kept = args.output.read_text().split(MARKER, 1)[1]
-    args.output.write_text("\n".join(header) + "\n" + MARKER + (kept or "\n"))
-    print("\n".join(header))
+                               *targets], capture_output=True, text=True, check=True).stdout
+    for path in args.scratch.iterdir():  # the per-run caches
+        if path.is_dir() and path.name.startswith(("cold-", "t-", "probe-")):
+            shutil.rmtree(path)
+    meta = {"date": f"{started:%Y-%m-%d %H:%M %Z}", "minutes": (datetime.now().astimezone() - started).seconds // 60,
+            "machine": machine(), "load": f"{load_before[0]:.2f} / {os.getloadavg()[0]:.2f}", "versions": versions(),
+            "source": source, "command": f".venv/bin/python bench/run.py {' '.join(sys.argv[1:])}",
+            "releases": str(releases), "scratch": str(args.scratch)}
+    probes = {v: {mode: {k: p[k] for k in ("total", "phases", "libcst_imported")}
+                  for mode, p in prepared[v]["probes"].items()} for v in vs}
+    state = {"meta": meta, "results": results, "probes": probes, "parallel": parallel, "samples": samples}
+    (args.scratch / "state.json").write_text(json.dumps(state, indent=1))
+    render(state, args.output)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,10 @@ def check(facts):
             outcome=outcome, inputs=inputs, sinks=sinks, chain=chain, warmups=warmups,
             configs=configs,
             extra={"outcomes": [d.outcome for d in cold.divergences],
-                   "configs_exact": exact, "runner": cold.program.runner},
+                   "literals": [[list(lit[1]), lit[2]] for d in cold.divergences
+                                for lit in d.literals],
+                   "paths": cold.paths, "configs_exact": exact,
+                   "runner": cold.program.runner},
         )
 
 

@@ -131,6 +131,7 @@ def check(facts):
             extra={"kernel": kernel, "parameter": param, "constexpr": constexpr,
                    "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
                    "identity": f"{kernel}:{param}", "configs_exact": exact,
+                   "paths": gap.paths,
                    "runner": gap.program.runner},
         )
 

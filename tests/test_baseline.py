@@ -12,12 +12,13 @@ from warmlint import baseline
 from warmlint.findings import Finding
 
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
+SELECT = ("--select", "WL001")  # exact counts below are WL001's
 
 
 def _write(tmp_path, variant="base"):
     root = make_tree(tmp_path, variant)
     file = tmp_path / "baselines" / "warmlint-baseline.json"
-    proc = run_cli("check", "--no-cache", "--write-baseline", str(file), str(root))
+    proc = run_cli("check", "--no-cache", *SELECT, "--write-baseline", str(file), str(root))
     return root, file, proc
 
 
@@ -40,7 +41,8 @@ def test_write_baseline_records_sorted_entries_and_exits_zero(tmp_path):
     assert [set(e) for e in entries] == [set(baseline.FIELDS)] * 2
     assert entries == sorted(entries, key=lambda e: (e["path"], e["rule"], e["function"],
                                                      e["fingerprint"]))
-    js = run_cli("check", "--format", "json", "--no-cache", str(root), check_json=True).json
+    js = run_cli("check", "--format", "json", "--no-cache", *SELECT, str(root),
+                 check_json=True).json
     assert sorted(e["fingerprint"] for e in entries) == \
         sorted(f["fingerprint"] for f in js["findings"])
     assert [p.name for p in file.parent.iterdir()] == [file.name]  # no temp file left behind
@@ -48,7 +50,7 @@ def test_write_baseline_records_sorted_entries_and_exits_zero(tmp_path):
 
 def test_baselined_findings_are_not_reported(tmp_path):
     root, file, _ = _write(tmp_path)
-    proc = run_cli("check", "--no-cache", "--baseline", str(file), str(root))
+    proc = run_cli("check", "--no-cache", *SELECT, "--baseline", str(file), str(root))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == ""
     assert "2 findings baselined" in proc.stderr
@@ -58,16 +60,16 @@ def test_baseline_survives_lines_moving(tmp_path):
     root, file, _ = _write(tmp_path)
     path = root / TOPK
     path.write_text('"""Moved down."""\n\n\n' + path.read_text())
-    proc = run_cli("check", "--no-cache", "--format", "json", "--baseline", str(file), str(root),
-                   check_json=True)
+    proc = run_cli("check", "--no-cache", *SELECT, "--format", "json", "--baseline", str(file),
+                   str(root), check_json=True)
     assert proc.json["findings"] == [] and proc.returncode == 0
 
 
 def test_only_new_findings_are_reported(tmp_path):
     _, file, _ = _write(tmp_path, "base")
     cold = make_tree(tmp_path, "flashinfer_cold")
-    proc = run_cli("check", "--no-cache", "--format", "json", "--baseline", str(file), str(cold),
-                   check_json=True)
+    proc = run_cli("check", "--no-cache", *SELECT, "--format", "json", "--baseline", str(file),
+                   str(cold), check_json=True)
     assert proc.returncode == 1
     outcomes = sorted(f["outcome"] for f in proc.json["findings"])
     assert outcomes == ["`(k is None and p is None) or generators` is false",
@@ -78,7 +80,7 @@ def test_only_new_findings_are_reported(tmp_path):
 def test_rewriting_a_baseline_replaces_it(tmp_path):
     root, file, _ = _write(tmp_path, "base")
     inode = file.stat().st_ino
-    proc = run_cli("check", "--no-cache", "--write-baseline", str(file),
+    proc = run_cli("check", "--no-cache", *SELECT, "--write-baseline", str(file),
                    str(make_tree(tmp_path, "all_warm")))
     assert proc.returncode == 0
     assert json.loads(file.read_text())["findings"] == []
@@ -93,7 +95,7 @@ def test_missing_or_corrupt_baseline_is_a_usage_error(tmp_path, content):
     file = tmp_path / "baseline.json"
     if content is not None:
         file.write_text(content)
-    proc = run_cli("check", "--no-cache", "--baseline", str(file), str(root))
+    proc = run_cli("check", "--no-cache", *SELECT, "--baseline", str(file), str(root))
     line = _one_line_error(proc)
     assert line.startswith(f"warmlint: error: {file}: ")
 
@@ -101,8 +103,8 @@ def test_missing_or_corrupt_baseline_is_a_usage_error(tmp_path, content):
 def test_unwritable_baseline_is_a_usage_error(tmp_path):
     root = make_tree(tmp_path, "base")
     (tmp_path / "a-file").write_text("")
-    proc = run_cli("check", "--no-cache", "--write-baseline", str(tmp_path / "a-file" / "b.json"),
-                   str(root))
+    proc = run_cli("check", "--no-cache", *SELECT, "--write-baseline",
+                   str(tmp_path / "a-file" / "b.json"), str(root))
     assert "cannot write baseline" in _one_line_error(proc)
 
 

@@ -14,6 +14,7 @@ from warmlint.settings import Settings
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
 SAMPLER = "vllm/v1/sample/sampler.py"
 SEEDED_IF = "        if (k is None and p is None) or generators:\n"
+SELECT = ("--select", "WL001,WL100")  # the rules these tests are about; others may report too
 
 
 def _edit(root: Path, rel: str, old: str, new: str) -> None:
@@ -24,7 +25,8 @@ def _edit(root: Path, rel: str, old: str, new: str) -> None:
 
 
 def _check(root: Path, *args: str):
-    proc = run_cli("check", "--format", "json", "--no-cache", *args, str(root), check_json=True)
+    proc = run_cli("check", "--format", "json", "--no-cache", *(args or SELECT), str(root),
+                   check_json=True)
     assert "Traceback" not in proc.stderr
     return proc, {(f["rule"], f["path"]) for f in proc.json["findings"]}, proc.json["findings"]
 
@@ -69,11 +71,10 @@ def test_suppression_without_reason_does_not_suppress_and_is_reported(tmp_path):
 def test_several_codes_in_one_suppression(tmp_path):
     root = make_tree(tmp_path, "base")
     _edit(root, TOPK, SEEDED_IF, SEEDED_IF.rstrip("\n") + "  # warmlint: ok[WL001,WL004] rare\n")
-    _, found, findings = _check(root)
+    _, found, findings = _check(root, "--select", "WL001,WL004,WL100")
     assert ("WL001", TOPK) not in found
-    # WL004 matches nothing here: unknown today, unused once the rule exists.
-    [meta] = _wl100(findings)
-    assert "WL004" in meta["message"] and "WL001" not in meta["extra"]["identity"]
+    [meta] = _wl100(findings)  # WL004 reports nothing on this line: that code is unused
+    assert meta["outcome"] == "unused" and meta["extra"]["identity"] == "WL004"
 
 
 def test_stale_suppression_is_wl100(tmp_path):
@@ -101,19 +102,20 @@ def test_pragma_inside_a_string_is_not_a_comment(tmp_path):
 def test_deselected_rule_makes_no_unused_report_and_wl100_can_be_ignored(tmp_path):
     root = make_tree(tmp_path, "base")
     _edit(root, TOPK, SEEDED_IF, SEEDED_IF.rstrip("\n") + "  # warmlint: ok[WL001] rare\n")
-    _, found, _ = _check(root, "--ignore", "WL001")
+    _, found, _ = _check(root, *SELECT, "--ignore", "WL001")
     assert found == set()
     _edit(root, TOPK, "ok[WL001] rare", "ok[WL001]")
-    _, found, _ = _check(root, "--ignore", "WL100")
+    _, found, _ = _check(root, *SELECT, "--ignore", "WL100")
     assert found == {("WL001", TOPK), ("WL001", SAMPLER)}  # still not suppressed
 
 
 def test_only_files_the_analysis_read_are_scanned(tmp_path):
     root = make_tree(tmp_path, "all_warm")
     (root / "vllm" / "unrelated.py").write_text("x = 1  # warmlint: ok[WL001] nothing here\n")
-    report = analyze_tree(root, Settings(), None)
+    settings = Settings(select=("WL001", "WL100"))
+    report = analyze_tree(root, settings, None)
     assert "vllm/unrelated.py" not in report.files and TOPK in report.files
-    assert suppress.apply(report, Settings()).findings == []
+    assert suppress.apply(report, settings).findings == []
 
 
 def test_suppression_applies_on_cache_hits_and_after_edits(tmp_path):
@@ -121,7 +123,7 @@ def test_suppression_applies_on_cache_hits_and_after_edits(tmp_path):
     env = {"WARMLINT_CACHE_DIR": str(tmp_path / "cache")}
 
     def run():
-        proc = run_cli("check", "--format", "json", str(root), env=env, check_json=True)
+        proc = run_cli("check", "--format", "json", *SELECT, str(root), env=env, check_json=True)
         return proc.json["stats"]["cache"], {(f["rule"], f["path"]) for f in proc.json["findings"]}
 
     assert run() == ("miss", {("WL001", TOPK), ("WL001", SAMPLER)})
@@ -133,7 +135,8 @@ def test_suppression_applies_on_cache_hits_and_after_edits(tmp_path):
 def test_path_arguments_also_filter_wl100(tmp_path):
     root = make_tree(tmp_path, "all_warm")
     _edit(root, TOPK, SEEDED_IF, SEEDED_IF.rstrip("\n") + "  # warmlint: ok[WL001] stale\n")
-    proc = run_cli("check", "--format", "json", "--no-cache", str(root / SAMPLER), check_json=True)
+    proc = run_cli("check", "--format", "json", "--no-cache", *SELECT, str(root / SAMPLER),
+                   check_json=True)
     assert proc.json["findings"] == [] and proc.returncode == 0
 
 

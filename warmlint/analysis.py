@@ -90,10 +90,16 @@ def analyze(tree: SourceTree, settings: Settings) -> Facts:
 def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
     resolver, settings, methods = facts.resolver, facts.settings, program.warmups
 
+    replays: dict = {}  # warmup fingerprint -> (serving recorder, atoms serving consulted)
+
     def run(driver):
         warm = WarmupRecorder()
         winterp = Interp(resolver, driver, "warmup", warm, settings.warmup_batch)
         errors = run_warmups(winterp, warm, methods)
+        reused = _reusable(replays, warm, driver)
+        if reused is not None:
+            return Leaf(list(driver.trace), warm, reused, dict(driver.used_assumptions)), errors
+        before = (len(driver.trace), set(driver.consulted))
         serving = ServingRecorder(warm)
         sinterp = Interp(resolver, driver, "serving", serving, settings.warmup_batch)
         # Same leaf, same objects: the sampler the warmup built is the one that serves.
@@ -101,10 +107,15 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
         sinterp.module_expr_cache = winterp.module_expr_cache
         sinterp.lazy_memo = winterp.lazy_memo
         errors += run_entries(sinterp, warm.entries)
+        if len(driver.trace) == before[0]:  # serving took no whole-run decision
+            consulted = set(driver.consulted) - before[1]
+            replays.setdefault(_fingerprint(warm, driver, consulted), (serving, consulted))
         return Leaf(list(driver.trace), warm, serving, dict(driver.used_assumptions)), errors
 
     for driver, (leaf, errors) in enumerate_leaves(run, Assumptions(settings.assume),
                                                    settings.max_configs):
+        if driver.infeasible:
+            continue
         program.leaves.append(leaf)
         facts.truncated |= driver.truncated
         for err in errors:
@@ -112,6 +123,31 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
                 seen_errors.add(err)
                 facts.errors.append(err)
     facts.truncated |= len(program.leaves) >= settings.max_configs
+
+
+def _fingerprint(warm: WarmupRecorder, driver, extra_keys: set) -> str:
+    """What the serving replay depends on: the warmup's observations and the config facts
+    read outside the warmup's own frame (bindings, and the replay itself)."""
+    from warmlint.state import SymFact
+
+    keys = {k for k, where in driver.consulted.items() if where != "warmup"} | extra_keys
+    facts = sorted((k, repr(driver.facts.get(k) or SymFact())) for k in keys)
+    taken = sorted((k, o, repr(sorted(map(repr, (sorted(c.items()) for c in cfgs)))))
+                   for k, outcomes in warm.taken.items() for o, cfgs in outcomes.items())
+    hits = sorted((h.sink_id, h.site.key) for h in warm.hits)
+    entries = [(id(e.node), type(e.callee).__name__, getattr(getattr(e.callee, "cls", None),
+                                                            "dotted", ""),
+                repr(sorted(e.cfg.items()))) for e in warm.entries]
+    return repr((facts, taken, hits, sorted(warm.registry), entries))
+
+
+def _reusable(replays: dict, warm: WarmupRecorder, driver):
+    """A previous leaf's serving results, if this leaf cannot replay any differently."""
+    for serving, consulted in replays.values():
+        key = _fingerprint(warm, driver, consulted)
+        if key in replays:
+            return replays[key][0]
+    return None
 
 
 __all__ = ["Facts", "Leaf", "Program", "analyze", "Decision", "WarmupMethod"]

@@ -50,7 +50,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     errors += [{"path": p, "line": line, "message": msg} for p, line, msg in facts.errors]
     configs = sum(len(p.leaves) for p in facts.programs)
     stats = {"files_parsed": len(tree.files_read), "functions_parsed": facts.functions_parsed,
-             "warmups": [w.ref.qualname for w in facts.warmups], "configs": configs,
+             "warmups": [w.ref.dotted for w in facts.warmups], "configs": configs,
              "configs_truncated": facts.truncated}
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, tree.files_read)

@@ -17,6 +17,7 @@ from warmlint.state import _UNSET as _UNSET_EQ, SymFact, eval_pred, refine_fact
 from warmlint.values import Sym
 
 MAX_DECISIONS = 24
+NOT_NONE = "<not None>"  # an assumption that pins only "is set"
 
 
 def parse_assumed(text: str) -> Any:
@@ -33,6 +34,14 @@ def parse_assumed(text: str) -> Any:
         return text.strip().strip("'\"")
 
 
+class PromoteConfig(Exception):
+    """Config atoms found to choose a binding: redo the enumeration with them as leaves."""
+
+    def __init__(self, keys: set):
+        super().__init__(", ".join(sorted(keys)))
+        self.keys = set(keys)
+
+
 @dataclass(frozen=True)
 class Decision:
     key: str
@@ -40,6 +49,7 @@ class Decision:
     op: str
     const: Any
     outcome: bool
+    where: str = field(default="", compare=False)  # 'warmup' frame or 'constructor'
 
     def text(self) -> str:
         return describe_decision(self.label, self.op, self.const, self.outcome)
@@ -89,9 +99,12 @@ class Assumptions:
         self.pinned = dict(pinned)
 
     def lookup(self, sym: Sym) -> tuple[bool, Any]:
-        for name in (sym.key, sym.label, sym.key.rsplit(".", 1)[-1]):
+        for name in (sym.key, sym.label):
             if name in self.pinned:
                 return True, self.pinned[name]
+        short = sym.key.rsplit(".", 1)[-1]
+        if "." in sym.key and short in self.pinned and "." not in short:
+            return True, self.pinned[short]
         return False, None
 
 
@@ -103,6 +116,10 @@ class ConfigDriver:
     facts: dict = field(default_factory=dict)
     truncated: bool = False
     used_assumptions: dict = field(default_factory=dict)
+    infeasible: bool = False  # some object cannot be built in this leaf's config
+    consulted: dict = field(default_factory=dict)  # sym key -> where first consulted
+    where: str = "warmup"  # set by the interpreter before each decide()
+    whole_run: set = field(default_factory=set)  # keys promoted to leaf decisions
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True):
@@ -110,6 +127,7 @@ class ConfigDriver:
         an unpinned call (an opaque query). Only choices made while building objects
         (dispatch bindings) become leaves; others are decided per path by the caller.
         """
+        self.consulted.setdefault(sym.key, self.where)
         fact = (path or {}).get(sym.key) or self.fact(sym)
         known = eval_pred(fact, op, const)
         if known is not None:
@@ -118,14 +136,15 @@ class ConfigDriver:
             return True  # a config object that is not None is truthy
         if sym.key.endswith(")"):
             return None
-        if not global_:
+        promoted = self.where == "constructor" and sym.key in self.whole_run
+        if not (global_ or promoted):
             return "fork"
         if len(self.trace) >= MAX_DECISIONS:
             self.truncated = True
             return op != "is_none"
         k = len(self.trace)
         outcome = self.prefix[k] if k < len(self.prefix) else True
-        self.trace.append(Decision(sym.key, sym.label, op, const, outcome))
+        self.trace.append(Decision(sym.key, sym.label, op, const, outcome, self.where))
         self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
 
@@ -133,7 +152,12 @@ class ConfigDriver:
         if sym.key in self.facts:
             return self.facts[sym.key]
         pinned, value = self.assumptions.lookup(sym)
-        fact = SymFact(eq=value) if pinned else SymFact()
+        if not pinned:
+            fact = SymFact()
+        elif value == NOT_NONE:  # known to be set, value unknown
+            fact = SymFact(none=False, truthy=True)
+        else:
+            fact = SymFact(eq=value)
         if pinned:
             self.used_assumptions[sym.label] = value
         self.facts[sym.key] = fact
@@ -141,16 +165,33 @@ class ConfigDriver:
 
 
 def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
-                     max_leaves: int = 256) -> Iterator[tuple[ConfigDriver, Any]]:
-    """Run ``run`` once per leaf of the config decision tree (depth first)."""
+                     max_leaves: int = 256) -> list[tuple[ConfigDriver, Any]]:
+    """Run ``run`` once per leaf of the config decision tree (depth first).
+
+    When a run finds config atoms that choose a binding (PromoteConfig), the enumeration
+    starts over with those atoms as leaf decisions; that happens at most a few times.
+    """
+    whole_run: set = set()
+    for _ in range(8):
+        try:
+            return _enumerate(run, assumptions, max_leaves, whole_run)
+        except PromoteConfig as promoted:
+            if promoted.keys <= whole_run:
+                raise RuntimeError(f"config promotion did not settle: {promoted}") from None
+            whole_run |= promoted.keys
+    raise RuntimeError("config promotion did not settle")
+
+
+def _enumerate(run, assumptions, max_leaves, whole_run) -> list:
     stack: list[list[bool]] = [[]]
-    count = 0
-    while stack and count < max_leaves:
+    out = []
+    while stack and len(out) < max_leaves:
         prefix = stack.pop()
         driver = ConfigDriver(prefix, assumptions)
+        driver.whole_run = whole_run
         result = run(driver)
-        count += 1
-        yield driver, result
+        out.append((driver, result))
         for i in range(len(driver.trace) - 1, len(prefix) - 1, -1):
             alt = [d.outcome for d in driver.trace[:i]] + [not driver.trace[i].outcome]
             stack.append(alt)
+    return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from warmlint.analysis import Facts, Program
 from warmlint.configs import facts_as_decisions
 from warmlint.interp import SinkHit
+from warmlint.specialization import request_facts
 from warmlint.state import Divergence
 
 
@@ -24,6 +25,7 @@ class ColdOutcome:
     leaves: list  # leaf indices where it holds
     cfgs: list = field(default_factory=list)  # path-level config facts at the hits
     entries: list = field(default_factory=list)  # warmup Entry replays that reached it
+    paths: list = field(default_factory=list)  # request facts of every path reaching a sink
 
     @property
     def div(self) -> Divergence:
@@ -65,6 +67,8 @@ def chain_of(div: Divergence, hit: SinkHit) -> list[str]:
 
 
 def _covered_by_registry(hit: SinkHit, registry: set) -> bool:
+    if hit.kind == "registry":
+        return True  # serving stops at registered dispatchers (see calls.py)
     return any(f"{module}.{qual}" in registry for module, qual in hit.stack)
 
 
@@ -92,6 +96,10 @@ def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
                     item.leaves.append(index)
                 item.cfgs += [h.cfg for h in hits if h.sink_id in best]
                 item.entries.append(entry)
+                for hit in hits:
+                    path = request_facts(hit.facts)
+                    if hit.sink_id in best and path not in item.paths:
+                        item.paths.append(path)
         result += _merge_outcomes(list(merged.values()))
     return result
 
@@ -111,4 +119,5 @@ def _merge_outcomes(items: list[ColdOutcome]) -> list[ColdOutcome]:
         head.leaves = sorted(set(head.leaves) | set(item.leaves))
         head.cfgs += item.cfgs
         head.entries += item.entries
+        head.paths += [p for p in item.paths if p not in head.paths]
     return list(groups.values())

@@ -65,6 +65,8 @@ class ModuleTOC:
     assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
     # names bound under `if <cond>:` at module level: name -> condition text
     guarded: dict[str, str] = field(default_factory=dict)
+    # module globals some function rebinds (`global _PP; _PP = ...`): not constants
+    mutable: set = field(default_factory=set)
 
 
 def _dotted(node: ast.AST) -> str:
@@ -116,6 +118,7 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> Modu
         raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
     toc = ModuleTOC(name=name, path=rel_path, digest=digest)
     _collect(toc, tree.body, is_package, guard=None)
+    toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
     return toc
 
 

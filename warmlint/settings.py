@@ -23,6 +23,9 @@ DEFAULT_ASSUME: dict[str, Any] = {
     "current_platform.is_out_of_tree()": False,
     "HAS_TRITON": True,
     "rocm_aiter_ops.is_enabled()": False,
+    # The runner's `device` is a CUDA device.
+    "device": "<not None>",
+    "device.type": "cuda",
 }
 
 

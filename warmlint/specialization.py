@@ -165,6 +165,25 @@ class Gap:
     inputs: set = field(default_factory=set)
     cfgs: list = field(default_factory=list)
     warm_hits: list = field(default_factory=list)  # warmup launches of the kernel
+    paths: list = field(default_factory=list)  # request facts on paths reaching the gap
+
+
+def request_facts(facts: dict) -> dict:
+    """{request input: "set" | "unset"} known on a path (for `warmlint verify`)."""
+    from warmlint.serving import BATCH_INPUT, SERVING_BATCH
+
+    out = {}
+    batch = facts.get(SERVING_BATCH.key)
+    if batch is not None and batch.lo is not None:
+        out[f"{BATCH_INPUT} >="] = int(batch.lo)
+    for key, fact in facts.items():
+        if "." not in key:
+            continue
+        if fact.truthy is not None:
+            out[key] = "set" if fact.truthy else "unset"
+        elif fact.none is not None:
+            out[key] = "unset" if fact.none else "set"
+    return dict(sorted(out.items()))
 
 
 def _kernel_ref(sink_id: str):
@@ -216,5 +235,8 @@ def specialization_gaps(facts) -> list[Gap]:
                         gap.warmed |= had
                         gap.inputs |= direct_inputs(value)
                         gap.cfgs.append(hit.cfg)
+                        path = request_facts(hit.facts)
+                        if path not in gap.paths:
+                            gap.paths.append(path)
                         gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
     return [gaps[k] for k in sorted(gaps)]

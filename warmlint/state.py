@@ -201,6 +201,13 @@ class State:
     div: Divergence | None = None
     pc: Taint = CLEAN  # taint of the branch conditions this path is under (implicit flow)
     cfg: dict = field(default_factory=dict)  # config sym key -> SymFact, decided on this path
+    # Warm states only: divergences whose paths rejoined this one with the same variables
+    # (see shadows.py): (Divergence, {sym key: SymFact or None}) still to be told apart.
+    shadows: tuple = ()
+    # Attributes written on this path to objects still being built: (oid, name) -> value.
+    # Committed to the object when its __init__ returns (calls.py), so that two config
+    # paths through a constructor do not overwrite each other's bindings.
+    heap: dict = field(default_factory=dict)
 
     def fork(self, env: dict | None = None) -> "State":
         return replace(self, env=dict(self.env) if env is None else env)
@@ -261,7 +268,7 @@ def merge_states(states: list[State]) -> list[State]:
     groups: dict[tuple, State] = {}
     order: list[tuple] = []
     for st in states:
-        key = div_key(st.div)
+        key = div_key(st.div) + _bindings(st)
         if key not in groups:
             groups[key] = st
             order.append(key)
@@ -270,12 +277,33 @@ def merge_states(states: list[State]) -> list[State]:
     return [groups[k] for k in order]
 
 
+def _bindings(st: State) -> tuple:
+    """Callables written to objects under construction: paths that bind differently
+    stay apart until the constructor returns (calls.commit decides what that means)."""
+    from warmlint.values import ClassVal, Func, Lambda, Obj
+
+    if not st.heap:
+        return ()
+    out = []
+    for key, value in st.heap.items():
+        for opt in (value.options if isinstance(value, OneOf) else (value,)):
+            if isinstance(opt, Func):
+                out.append((key, "func", opt.ref))
+            elif isinstance(opt, (Lambda, Obj, ClassVal)):
+                out.append((key, type(opt).__name__, id(getattr(opt, "node", opt))))
+    return tuple(sorted(out, key=repr))
+
+
 def _join_two(a: State, b: State) -> State:
     env = dict(a.env)
     for name, value in b.env.items():
         env[name] = join(env[name], value) if name in env else value
+    shadows = a.shadows + tuple(s for s in b.shadows if s not in a.shadows)
+    heap = dict(a.heap)
+    for key, value in b.heap.items():
+        heap[key] = join(heap[key], value) if key in heap else value
     return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
-                 _merge_facts(a.cfg, b.cfg))
+                 _merge_facts(a.cfg, b.cfg), shadows, heap)
 
 
 def _merge_facts(a: dict, b: dict) -> dict:

@@ -41,15 +41,13 @@ class Value:
     def with_taint(self, taint: Taint) -> "Value":
         if taint.empty:
             return self
-        return _retaint(self, self.taint | taint)
-
-
-def _retaint(value: Value, taint: Taint) -> Value:
-    import copy
-
-    clone = copy.copy(value)
-    object.__setattr__(clone, "taint", taint)
-    return clone
+        merged = self.taint | taint
+        if merged == self.taint:
+            return self
+        clone = object.__new__(type(self))  # a shallow copy, much cheaper than copy.copy
+        clone.__dict__.update(self.__dict__)
+        clone.taint = merged
+        return clone
 
 
 @dataclass(eq=False)

@@ -46,8 +46,10 @@ class AttrMixin:
             return ClassVal(ClassRef(module, name))
         if name in toc.imports:
             return self.value_of_dotted(toc.imports[name])
-        if name in toc.assigns:
+        if name in toc.assigns and name not in toc.mutable:
             return self.module_level_value(module, toc.assigns[name][1])
+        if name in toc.assigns:
+            return Unknown(name)  # set at run time by some `global` statement
         if name in BUILTIN_NAMES:
             return Builtin(name)
         submodule = f"{module}.{name}"
@@ -133,6 +135,10 @@ class AttrMixin:
         return Unknown(f"{getattr(value, 'hint', '')}.{name}", value.taint)
 
     def _obj_attr(self, obj: Obj, name: str, state: State) -> Value:
+        if (obj.oid, name) in state.heap:
+            return state.heap[(obj.oid, name)]
+        if name in obj.attrs and self._request_state(obj):
+            return self._request_state_value(obj, name)
         if name in obj.attrs:
             return obj.attrs[name].with_taint(obj.taint)
         method, kind = self.resolver.lookup_method(obj.cls, name)
@@ -140,7 +146,7 @@ class AttrMixin:
             key = f"{obj.label}.{name}"
             return Sym(key, "request", key, Taint(frozenset({key})))
         if obj.lazy and method is None:
-            found = self.lazy_attr(obj, name)
+            found = self.lazy_attr(obj, name, state.cfg)
             if found is not None:
                 return found
         if method is not None:
@@ -149,6 +155,22 @@ class AttrMixin:
         if text is not None:
             return self.class_level_value(obj.cls, text)
         return Unknown(f"{obj.label}.{name}", obj.taint)
+
+    def _request_state(self, obj: Obj) -> bool:
+        return obj.cls.name in self.settings.request_state_classes and not obj.under_construction
+
+    def _request_state_value(self, obj: Obj, name: str) -> Value:
+        """Per-request state of the model-runner-v2 sampler (filled by ``add_request``).
+
+        Serving: any request may have set it. Warmup: both ways, because the v2 runner
+        warms with its empty-state ``_dummy_sampler_run`` (every feature off) and with
+        ``warmup_kernels``, whose requests turn every sampling feature on
+        (``SamplingParams.for_sampler_warmup()``); warmlint does not replay those requests.
+        """
+        key = f"{obj.cls.name}.{name}"
+        if self.mode == "serving":
+            return Sym(key, "request", key, Taint(frozenset({key})))
+        return Unknown(key)
 
     def _bind(self, method: FuncRef, kind: str, obj: Value, state: State) -> Value:
         if kind == "static":
@@ -169,14 +191,17 @@ class AttrMixin:
         return Unknown(f"{cls.ref.name}.{name}")
 
     # -- attribute and item write -------------------------------------------------------
-    def set_attr(self, target: Value, name: str, value: Value) -> None:
+    def set_attr(self, target: Value, name: str, value: Value, state: State) -> State:
         for obj in (target.options if isinstance(target, OneOf) else (target,)):
             if not isinstance(obj, Obj) or obj.request:
                 continue
-            if obj.under_construction or obj.lazy or name not in obj.attrs:
+            if obj.under_construction:
+                state = state.evolve(heap={**state.heap, (obj.oid, name): value})
+            elif obj.lazy or name not in obj.attrs:
                 obj.attrs[name] = value
             else:
                 obj.attrs[name] = join(obj.attrs[name], value)
+        return state
 
     def set_item(self, container: Value, target: cst.Subscript, value: Value, state: State) -> None:
         if not isinstance(container, Dict) or container.items is None:

@@ -9,7 +9,7 @@ from warmlint.resolve import ClassRef, FuncRef
 from warmlint.state import State
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Lambda, Obj, OneOf, Seq, Super, Sym,
-    Tensor, Unknown, Value, join_all, taint_of,
+    Tensor, Unknown, Value, join_all, same, taint_of,
 )
 
 
@@ -75,6 +75,11 @@ class CallMixin:
             return [(state, shims.opaque_result(None, args, kwargs))]
         if kind == "triton":
             return self.launch(fv, args, kwargs, state, node)
+        if self.mode == "serving" and ref.dotted in self.recorder.warm.registry:
+            # Registered with vLLM's JIT-warmup registry: it compiles its own variants
+            # at start-up, so what it launches is warm whatever the request.
+            self.hit("registry", f"registry:{ref.dotted}", ref.qualname, node, state)
+            return [(state, shims.opaque_result(None, args, kwargs))]
         parsed = self.resolver.parsed(ref)
         if parsed is None:
             return [(state, shims.opaque_result(None, args, kwargs))]
@@ -87,8 +92,18 @@ class CallMixin:
         warm_frame = self.mode == "warmup" and isinstance(fv.bound, Obj) and fv.bound.lazy
         frame = Frame(parsed, ref.module, ref.qualname, warmup=warm_frame)
         callee = state.evolve(env=env)
-        return [(cs.evolve(env=state.env, pc=state.pc), val)
-                for cs, val in self.run_body(frame, parsed.node.body, callee)]
+        reuse = self.reuse if self.mode == "serving" and node is not None else None
+        if reuse is not None and state.div is not None:
+            returned = reuse.lookup(node, ref, bound + list(args), kwargs, state)
+            if returned is not None:
+                return [(state, returned)]
+        if reuse is not None and state.div is None:
+            reuse.begin()
+            results = self.run_body(frame, parsed.node.body, callee)
+            reuse.end(node, ref, bound + list(args), kwargs, state, results)
+        else:
+            results = self.run_body(frame, parsed.node.body, callee)
+        return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
 
     def call_lambda(self, fv: Lambda, args, kwargs, state: State) -> list:
         from warmlint.interp.core import Frame
@@ -171,7 +186,11 @@ class CallMixin:
             results = self.call_function(Func(init, obj), args, kwargs, state, node)
         finally:
             obj.under_construction = False
-        return [(st, obj) for st, _ in results]
+        if not results and self.in_constructor():
+            # Every path of this __init__ raises under this leaf's config: vLLM would not
+            # start with it, so the leaf describes no deployment.
+            self.driver.infeasible = True
+        return [(st, obj) for st, _ in commit(obj, results)]
 
     def call_object(self, obj: Obj, args, kwargs, state: State, node) -> list:
         method, _ = self.resolver.lookup_method(obj.cls, "__call__")
@@ -193,9 +212,16 @@ class CallMixin:
             args: dict | None = None) -> None:
         from warmlint.interp.core import SinkHit
 
+        from warmlint.shadows import materialize
+
         site = self.site(node, self.code(node.func) if isinstance(node, cst.Call) else "")
-        self.recorder.sink(self, state, SinkHit(sink_id, kind, display, site, self.stack_names(),
-                                                args or {}, dict(state.facts), dict(state.cfg)))
+        from warmlint.interp.conds import _keys
+
+        for value in (args or {}).values():  # specialization classes read the facts
+            self.reuse.note(_keys(value))
+        for st in [state] + [materialize(state, sh) for sh in state.shadows]:
+            self.recorder.sink(self, st, SinkHit(sink_id, kind, display, site, self.stack_names(),
+                                                 args or {}, dict(st.facts), dict(st.cfg)))
 
     def launch(self, kernel: Func, args, kwargs, state: State, node) -> list:
         parsed = self.resolver.parsed(kernel.ref)
@@ -210,6 +236,47 @@ class CallMixin:
                     bound[name] = kwargs[name]
         self.hit("triton", f"triton:{kernel.ref.dotted}", kernel.ref.qualname, node, state, bound)
         return [(state, Const(None))]
+
+
+def _callable(value: Value) -> bool:
+    return any(isinstance(o, (Func, Lambda, Obj, ClassVal)) for o in
+               (value.options if isinstance(value, OneOf) else (value,)))
+
+
+def commit(obj: Obj, results: list) -> list:
+    """Write what each path of ``obj.__init__`` set into the object, then forget it.
+
+    Paths that agree are simply committed. Paths that disagree on a plain value are
+    joined (later branches on it go both ways, on both sides). Paths that disagree on a
+    *binding* (``self.forward = self.forward_cuda`` vs ``forward_native``) mean the
+    config atoms that split them choose code, not values: those become whole-run
+    decisions and the analysis restarts (configs.PromoteConfig).
+    """
+    from warmlint.configs import PromoteConfig
+
+    names = {name for st, _ in results for (oid, name) in st.heap if oid == obj.oid}
+    for name in sorted(names):
+        values = [st.heap.get((obj.oid, name)) for st, _ in results]
+        present = [v for v in values if v is not None]
+        if len(present) == len(values) and all(same(present[0], v) for v in present[1:]):
+            obj.attrs[name] = present[0]
+            continue
+        if any(_callable(v) for v in present):
+            keys = _split_by([st.cfg for st, _ in results])
+            if keys:
+                raise PromoteConfig(keys)
+        if len(present) < len(values) and name in obj.attrs:
+            present.append(obj.attrs[name])
+        obj.attrs[name] = join_all(present)
+    if not names:
+        return results
+    return [(st.evolve(heap={k: v for k, v in st.heap.items() if k[0] != obj.oid}), val)
+            for st, val in results]
+
+
+def _split_by(cfgs: list) -> set:
+    keys = set().union(*(c.keys() for c in cfgs))
+    return {k for k in keys if len({repr(c.get(k)) for c in cfgs}) > 1}
 
 
 def tensor_batch(values) -> Value | None:

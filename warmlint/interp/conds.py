@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from warmlint import shadows
 from warmlint.state import Divergence, State, decide
 from warmlint.values import OneOf, Pred, Sym, Value
 
@@ -22,7 +23,7 @@ from warmlint.values import OneOf, Pred, Sym, Value
 @dataclass(frozen=True)
 class Lit:
     kind: str  # 'request' | 'neutral' | 'config'
-    text: str
+    node: object  # the literal's expression; its text is rendered only for findings
     inputs: frozenset
     positive: bool = False  # this outcome makes its value truthy / not None
 
@@ -98,6 +99,9 @@ class CondMixin:
         results = self.eval(node, state) if value is None else [(state, value)]
         out = []
         for st, val in results:
+            keys = _keys(val)
+            self.read_keys |= keys
+            self.reuse.note(keys)
             truth = decide(st, val)
             if truth is not None:
                 out.append((st, truth, ()))
@@ -108,18 +112,17 @@ class CondMixin:
                 continue
             if config is not None:  # decided per path: fork, both outcomes are this config's
                 pred, base = config
-                lit = Lit("config", self.code(node), frozenset())
+                lit = Lit("config", node, frozenset())
                 out += [(st.refine_cfg(pred, o, base), o, (lit,)) for o in (True, False)]
                 continue
             inputs = frozenset(val.taint.inputs)
-            text = self.code(node)
             for outcome in (True, False):
                 st2 = self._refine(st, node, val, outcome)
                 if st2 is None:
                     continue
                 if inputs:
                     st2 = st2.evolve(pc=st2.pc | val.taint)
-                lit = Lit("request" if inputs else "neutral", text, inputs, _positive(val, outcome))
+                lit = Lit("request" if inputs else "neutral", node, inputs, _positive(val, outcome))
                 out.append((st2, outcome, (lit,)))
         return out
 
@@ -131,7 +134,20 @@ class CondMixin:
             return None
         if node is not None and val.op == "in":
             self.recorder.config_test(self, node, val, self.context())
-        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, self.in_constructor())
+        # Choices made while building objects (dispatch bindings) or by the warmup's own
+        # guards (which entries it calls) must hold for the whole run: leaf decisions.
+        # Whole-run (leaf) decisions: the runner's own attributes (which objects it holds),
+        # the warmup's own guards (which entries it calls), and atoms found to choose a
+        # binding inside a constructor (calls.commit). Anything else splits the path.
+        runner_init = False
+        for f in reversed(self.stack):  # the innermost construction decides
+            if f.lazy_locals is not None or f.qualname.endswith(".__init__"):
+                runner_init = f.lazy_locals is not None
+                break
+        in_warmup = bool(self.stack and self.frame.warmup)
+        self.driver.where = "constructor" if self.in_constructor() else (
+            "warmup" if in_warmup else self.mode)
+        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, runner_init or in_warmup)
         if isinstance(truth, bool):
             return truth != val.negated
         if truth == "fork":
@@ -156,7 +172,19 @@ class CondMixin:
     # -- branch sites --------------------------------------------------------------------
     def branch(self, test, state: State, site_node, value: Value | None = None) -> list:
         """Walk ``test`` and return (state, truth, outcome id), recording coverage."""
+        outer, self.read_keys = self.read_keys, set()
         results = self.eval_condition(test, state, value)
+        keys, self.read_keys = self.read_keys, outer | self.read_keys
+        if state.shadows and self.mode == "serving":
+            # Also literals the warm path decides from its own facts: a shadow's facts
+            # may decide them the other way.
+            woken = [sh for sh in state.shadows if shadows.depends(sh, keys, keys)]
+            if woken:  # this branch can tell those shadows from the warm path: run them
+                rest = tuple(sh for sh in state.shadows if sh not in woken)
+                out = []
+                for sh in woken:
+                    out += self.branch(test, shadows.materialize(state, sh), site_node, value)
+                return out + self.branch(test, state.evolve(shadows=rest), site_node, value)
         multi = len(_flatten(test, cst.Or)) > 1 if value is None else False
         key = self.node_key(site_node)
         out = []
@@ -169,7 +197,7 @@ class CondMixin:
                 unwarmed = warm is None or outcome not in warm
                 if unwarmed and st.div is None:
                     st = st.evolve(div=self._divergence(test, site_node, outcome, deciding, multi,
-                                                        disjunct))
+                                                        disjunct), shadows=())
                 elif unwarmed and warm is not None and not _depends(lits, st.div):
                     # A second, independent unwarmed outcome: that path belongs to the
                     # divergence of its own (found on the warm path), not to this one.
@@ -190,9 +218,20 @@ class CondMixin:
         else:
             text = f"`{cond}` is true"
         inputs = frozenset().union(*(lit.inputs for lit in lits))
-        literals = tuple((lit.text, tuple(sorted(lit.inputs)), lit.positive) for lit in lits
-                         if lit.kind == "request")
+        literals = tuple((self.code(lit.node), tuple(sorted(lit.inputs)), lit.positive)
+                         for lit in lits if lit.kind == "request")
         return Divergence(site, outcome, text, inputs, self.stack_names(), literals)
+
+
+def _keys(val: Value) -> set:
+    """Request inputs and symbols a literal's value reads."""
+    keys = set(val.taint.inputs)
+    for opt in (val.options if isinstance(val, OneOf) else (val,)):
+        if isinstance(opt, Pred):
+            keys.add(opt.sym.key)
+        elif isinstance(opt, Sym):
+            keys.add(opt.key)
+    return keys
 
 
 def _depends(lits, div: Divergence) -> bool:

@@ -14,7 +14,9 @@ from warmlint.interp.calls import CallMixin
 from warmlint.interp.conds import CondMixin
 from warmlint.interp.exprs import ExprMixin
 from warmlint.interp.lazy_root import LazyRootMixin
+from warmlint.interp.reuse import CallReuse
 from warmlint.resolve import Resolver
+from warmlint.shadows import absorb
 from warmlint.state import BranchSite, State, merge_states
 from warmlint.values import CLEAN, Const, Lambda, Seq, Taint, Unknown, Value, taint_of
 
@@ -103,6 +105,8 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         self.lazy_memo: dict = {}
         self.module_expr_cache: dict = {}
         self.errors: list[tuple[str, int, str]] = []
+        self.read_keys: set = set()  # what the last branch condition read (shadows.py)
+        self.reuse = CallReuse()
 
     # -- helpers --------------------------------------------------------------------------
     @property
@@ -161,7 +165,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             result.returns += step.returns
             result.breaks += step.breaks
             result.continues += step.continues
-            flow = Flow(normal=merge_states(step.normal))
+            flow = Flow(normal=absorb(merge_states(step.normal)))
         result.normal = flow.normal
         return result
 
@@ -169,10 +173,12 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         self.tick()
         if isinstance(stmt, cst.SimpleStatementLine):
             return self.exec_stmts(stmt.body, [state])
-        handler = getattr(self, "stmt_" + type(stmt).__name__, None)
+        kind = type(stmt)
+        handler = _STMT_HANDLERS.get(kind)
         if handler is None:
-            return Flow(normal=[state])
-        return handler(stmt, state)
+            handler = _STMT_HANDLERS[kind] = getattr(type(self), "stmt_" + kind.__name__,
+                                                     _skip_stmt)
+        return handler(self, stmt, state)
 
     # -- simple statements ----------------------------------------------------------------
     def stmt_Expr(self, stmt: cst.Expr, state: State) -> Flow:
@@ -383,8 +389,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             return state
         if isinstance(target, cst.Attribute):
             for st, obj in self.eval(target.value, state):
-                self.set_attr(obj, target.attr.value, value)
-                state = st
+                state = self.set_attr(obj, target.attr.value, value, st)
             return state
         if isinstance(target, cst.Subscript):
             for st, container in self.eval(target.value, state):
@@ -397,6 +402,13 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         if isinstance(value, Seq) and value.items is not None and len(value.items) == n:
             return [v.with_taint(value.taint) for v in value.items]
         return [Unknown("element", value.taint) for _ in range(n)]
+
+
+_STMT_HANDLERS: dict = {}
+
+
+def _skip_stmt(self, stmt, state: State) -> Flow:
+    return Flow(normal=[state])
 
 
 def taint_union(values) -> Taint:

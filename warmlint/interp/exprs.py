@@ -30,10 +30,12 @@ _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 class ExprMixin:
     def eval(self, node: cst.BaseExpression, state: State) -> list:
         self.tick()
-        handler = getattr(self, "expr_" + type(node).__name__, None)
+        kind = type(node)
+        handler = _EXPR_HANDLERS.get(kind)
         if handler is None:
-            return [(state, Unknown(type(node).__name__))]
-        return handler(node, state)
+            handler = _EXPR_HANDLERS[kind] = getattr(type(self), "expr_" + kind.__name__,
+                                                     _unknown_expr)
+        return handler(self, node, state)
 
     def eval_seq(self, nodes, state: State) -> list:
         """Evaluate nodes left to right: (state, [values]) pairs."""
@@ -364,6 +366,13 @@ class ExprMixin:
                         args.append(v)
                 out += self.call(func, args, kwargs, st2, node)
         return out
+
+
+_EXPR_HANDLERS: dict = {}
+
+
+def _unknown_expr(self, node, state):
+    return [(state, Unknown(type(node).__name__))]
 
 
 def _concrete_compare(a, op, b):

@@ -28,15 +28,16 @@ class _Site:
 
 
 class LazyRootMixin:
-    def lazy_attr(self, obj: Obj, name: str) -> Value | None:
-        key = (obj.oid, name)
+    def lazy_attr(self, obj: Obj, name: str, cfg: dict | None = None) -> Value | None:
+        cfg = cfg or {}
+        key = (obj.oid, name, repr(sorted(cfg.items())))
         if key in self.lazy_memo:
             return self.lazy_memo[key]
         self.lazy_memo[key] = Unknown(f"{obj.label}.{name}")  # cycle guard
         value = None
         for init in self._inits(obj):
             sites = [s for s in self._sites(init) if _is_self_attr(s.target, name)]
-            found = self._choose(obj, init, sites, lambda s: self._attr_rhs(s, name))
+            found = self._choose(obj, init, sites, lambda s: self._attr_rhs(s, name), cfg)
             if found is not None:
                 value = found
         self.lazy_memo[key] = value
@@ -90,20 +91,20 @@ class LazyRootMixin:
         walk(init.node.body.body, ())
         return cache
 
-    def _choose(self, obj: Obj, init, sites: list, rhs) -> Value | None:
+    def _choose(self, obj: Obj, init, sites: list, rhs, cfg: dict) -> Value | None:
         """Value after straight-line execution of the candidate assignments."""
         current: Value | None = None
         for site in sites:
-            status = self._guards(obj, init, site)
+            status = self._guards(obj, init, site, cfg)
             if status == "never":
                 continue
-            value = self._in_lazy_frame(obj, init, site.index, lambda st: rhs(site)(st))
+            value = self._in_lazy_frame(obj, init, site.index, lambda st: rhs(site)(st), cfg)
             if value is None:
                 continue
             current = value if status == "always" or current is None else join(current, value)
         return current
 
-    def _guards(self, obj: Obj, init, site: _Site) -> str:
+    def _guards(self, obj: Obj, init, site: _Site, cfg: dict) -> str:
         status = "always"
         for test, polarity in site.guards:
             if test == "loop":
@@ -111,9 +112,10 @@ class LazyRootMixin:
                 continue
             truths = self._in_lazy_frame(
                 obj, init, site.index,
-                lambda st, t=test: {truth for _, truth, _ in self.eval_condition(t, st)})
-            if truths is None or not truths:
-                return "never"
+                lambda st, t=test: {truth for _, truth, _ in self.eval_condition(t, st)}, cfg)
+            if not truths:  # the guard itself cannot be followed: it may hold
+                status = "maybe"
+                continue
             if truths == {not polarity}:
                 return "never"
             if truths != {polarity}:
@@ -130,7 +132,7 @@ class LazyRootMixin:
             return value
         return evaluate
 
-    def _in_lazy_frame(self, obj: Obj, init, index: int, body):
+    def _in_lazy_frame(self, obj: Obj, init, index: int, body, cfg: dict | None = None):
         from warmlint.interp.core import Frame
 
         env = {"self": obj}
@@ -139,15 +141,16 @@ class LazyRootMixin:
             if pname != "self":
                 env[pname] = Sym(pname, "config", pname)
         frame = Frame(init, init.module, init.qualname)
-        frame.lazy_locals = lambda local: self._lazy_local(obj, init, local, index)
+        frame.lazy_locals = lambda local: self._lazy_local(obj, init, local, index, cfg)
         self.stack.append(frame)
         try:
-            return body(State(env))
+            return body(State(env, cfg=dict(cfg or {})))
         finally:
             self.stack.pop()
 
-    def _lazy_local(self, obj: Obj, init, local: str, before: int) -> Value | None:
-        key = (obj.oid, id(init), "local", local, before)
+    def _lazy_local(self, obj: Obj, init, local: str, before: int, cfg: dict | None
+                    ) -> Value | None:
+        key = (obj.oid, id(init), "local", local, before, repr(sorted((cfg or {}).items())))
         if key in self.lazy_memo:
             return self.lazy_memo[key]
         self.lazy_memo[key] = Unknown(local)
@@ -158,7 +161,7 @@ class LazyRootMixin:
             site = sites[-1]
             value = self._in_lazy_frame(
                 obj, init, site.index,
-                lambda st: join_all(v for _, v in self.eval(site.stmt.value, st)))
+                lambda st: join_all(v for _, v in self.eval(site.stmt.value, st)), cfg)
         self.lazy_memo[key] = value
         return value
 

@@ -159,14 +159,20 @@ class JitEvents:
         prev_pre, prev_post = runtime.jit_cache_hook, runtime.jit_post_compile_hook
         started: dict = {}
 
+        def ident(kw) -> tuple:
+            # Internal Triton API whose kwargs changed across releases: never raise in here,
+            # an exception would break the compile being counted.
+            return getattr(kw.get("fn"), "name", "<unknown>"), repr(kw.get("key"))
+
         def pre(**kw):
-            started[(kw["fn"].name, repr(kw["key"]))] = perf_counter()
+            started[ident(kw)] = perf_counter()
             return prev_pre(**kw) if prev_pre else None  # truthy would skip the compile
 
         def post(**kw):
-            begin = started.pop((kw["fn"].name, repr(kw["key"])), None)
+            name = ident(kw)
+            begin = started.pop(name, None)
             self.triton_events.append({
-                "name": kw["fn"].name,
+                "name": name[0],
                 "seconds": None if begin is None else round(perf_counter() - begin, 4),
                 "manual_warmup": bool(kw.get("is_manual_warmup")),
             })
