@@ -52,6 +52,18 @@ class Resolver:
         self.settings = settings
         self.top_packages = {name.split(".")[0] for name in tree.modules}
         self._mro: dict[ClassRef, list] = {}
+        self._expressions: dict = {}
+
+    def expression(self, text: str):
+        """A module-level expression's CST, parsed once: every run sees the same nodes."""
+        if text not in self._expressions:
+            import libcst as cst
+
+            try:
+                self._expressions[text] = cst.parse_expression(text)
+            except Exception:  # not an expression LibCST accepts: treated as unknown
+                self._expressions[text] = None
+        return self._expressions[text]
 
     # -- lookups ------------------------------------------------------------------------
     def func_info(self, ref: FuncRef) -> FuncInfo | None:

@@ -210,16 +210,20 @@ class State:
     heap: dict = field(default_factory=dict)
 
     def fork(self, env: dict | None = None) -> "State":
-        return replace(self, env=dict(self.env) if env is None else env)
+        return self.evolve(env=dict(self.env) if env is None else env)
 
     def evolve(self, **changes) -> "State":
-        return replace(self, **changes)
+        # dataclasses.replace re-runs __init__; states are copied on every step.
+        new = object.__new__(State)
+        new.__dict__.update(self.__dict__)
+        new.__dict__.update(changes)
+        return new
 
     def refine_cfg(self, pred: Pred, outcome: bool, base: "SymFact") -> "State":
         truth = outcome != pred.negated
         cfg = dict(self.cfg)
         cfg[pred.sym.key] = refine_fact(self.cfg.get(pred.sym.key, base), pred.op, pred.const, truth)
-        return replace(self, cfg=cfg)
+        return self.evolve(cfg=cfg)
 
     def fact(self, sym: Sym) -> SymFact:
         return self.facts.get(sym.key) or SymFact()
@@ -228,7 +232,7 @@ class State:
         truth = outcome != pred.negated
         facts = dict(self.facts)
         facts[pred.sym.key] = refine_fact(self.fact(pred.sym), pred.op, pred.const, truth)
-        return replace(self, facts=facts)
+        return self.evolve(facts=facts)
 
 
 def decide(state: State, value: Value) -> bool | None:
@@ -265,6 +269,8 @@ def div_key(div: Divergence | None) -> tuple:
 
 def merge_states(states: list[State]) -> list[State]:
     """Join states that share a divergence; keep the others apart."""
+    if len(states) < 2:
+        return states
     groups: dict[tuple, State] = {}
     order: list[tuple] = []
     for st in states:

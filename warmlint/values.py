@@ -21,10 +21,12 @@ class Taint:
     configs: frozenset = frozenset()
 
     def __or__(self, other: "Taint") -> "Taint":
-        if not other.inputs and not other.configs:
+        if other is self or other is CLEAN or (not other.inputs and not other.configs):
             return self
-        if not self.inputs and not self.configs:
+        if self is CLEAN or (not self.inputs and not self.configs):
             return other
+        if other.inputs <= self.inputs and other.configs <= self.configs:
+            return self
         return Taint(self.inputs | other.inputs, self.configs | other.configs)
 
     @property

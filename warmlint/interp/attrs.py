@@ -72,9 +72,8 @@ class AttrMixin:
     def module_level_value(self, module: str, text: str) -> Value:
         cache_key = (module, text)
         if cache_key not in self.module_expr_cache:
-            try:
-                expr = cst.parse_expression(text)
-            except Exception:
+            expr = self.resolver.expression(text)
+            if expr is None:
                 self.module_expr_cache[cache_key] = Unknown(text)
                 return self.module_expr_cache[cache_key]
             self.in_module_scope += 1
