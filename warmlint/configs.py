@@ -31,7 +31,17 @@ def parse_assumed(text: str) -> Any:
     try:
         return int(text)
     except ValueError:
-        return text.strip().strip("'\"")
+        pass
+    if text.strip().startswith("("):  # a tuple such as a device capability: (9, 0)
+        import ast
+
+        try:
+            value = ast.literal_eval(text.strip())
+            if isinstance(value, tuple):
+                return value
+        except (ValueError, SyntaxError):
+            pass
+    return text.strip().strip("'\"")
 
 
 class PromoteConfig(Exception):
@@ -147,6 +157,11 @@ class ConfigDriver:
         self.trace.append(Decision(sym.key, sym.label, op, const, outcome, self.where))
         self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
+
+    def known(self, sym: Sym, op: str, const: Any, path: dict | None = None) -> bool | None:
+        """The atom's truth if the path, the leaf or an assumption already says; no fork."""
+        fact = (path or {}).get(sym.key) or self.fact(sym)
+        return eval_pred(fact, op, const)
 
     def fact(self, sym: Sym) -> SymFact:
         if sym.key in self.facts:

@@ -216,6 +216,10 @@ class Resolver:
         return any(isinstance(c, str) and c.endswith("nn.Module") or c == "Module"
                    for c in self.mro(ref))
 
+    def is_named_tuple(self, ref: ClassRef) -> bool:
+        return any(isinstance(c, str) and c.rsplit(".", 1)[-1] == "NamedTuple"
+                   for c in self.mro(ref))
+
     def is_dataclass(self, ref: ClassRef) -> bool:
         info = self.class_info(ref)
         return bool(info) and any(d.rsplit(".", 1)[-1] == "dataclass" for d in info.decorators)

@@ -23,9 +23,12 @@ DEFAULT_ASSUME: dict[str, Any] = {
     "current_platform.is_out_of_tree()": False,
     "HAS_TRITON": True,
     "rocm_aiter_ops.is_enabled()": False,
-    # The runner's `device` is a CUDA device.
+    # The runner's `device` is a CUDA device, an H100/H200-class one (sm90, 132 SMs):
+    # FlashInfer sampling is supported there.
     "device": "<not None>",
     "device.type": "cuda",
+    "current_platform.get_device_capability()": (9, 0),
+    "current_platform.num_compute_units()": 132,
 }
 
 

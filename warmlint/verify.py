@@ -137,8 +137,22 @@ def run_case(release_dir: Path, warmup: str, config: dict, kind: str, batch: int
         return {"status": "error", "error": proc.stderr[-2000:]}
 
 
+def with_defaults(release_dir: Path, config: dict, names=("VLLM_USE_FLASHINFER_SAMPLER",)) -> dict:
+    """``config`` plus the release's own default for each env var it leaves unset."""
+    from warmlint.env_defaults import UNKNOWN, env_default
+
+    out = dict(config)
+    for name in names:
+        if name not in out:
+            default = env_default(release_dir, name)
+            if default is not UNKNOWN:
+                out[name] = "1" if default else "0"
+    return out
+
+
 def verify(release_dir: Path, warmup: str, config: dict, kinds=KINDS, batches=BATCHES,
            jobs: int = 4, out_dir: Path | None = None) -> dict:
+    config = with_defaults(release_dir, config)  # unset means the release's default
     findings = static_findings(release_dir, warmup, config)
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="warmlint-verify-cases-"))
     cells = [(k, b) for k in kinds for b in batches]
@@ -171,9 +185,25 @@ def _row(kind: str, batch: int, result: dict, findings: list, config: dict) -> d
                first_ms=round(request["first_s"] * 1000, 1),
                steady_ms=round((request["second_s"] or 0) * 1000, 1))
     cold = events["total"] > 0
-    row["verdict"] = ("cold, predicted" if cold and predicted else "unexplained" if cold
-                      else "predicted, not observed" if predicted else "warm")
+    if cold and not predicted:  # the compiled kernel is a sink some finding names
+        row["explained_by"] = [_label(f) for f in findings if _compiled_sink(f, events, config)]
+    row["verdict"] = ("cold, predicted" if cold and predicted else
+                      "cold, explained by sink" if cold and row.get("explained_by") else
+                      "unexplained" if cold else
+                      "predicted, not observed" if predicted else "warm")
     return row
+
+
+def _compiled_sink(finding: dict, events: dict, config: dict) -> bool:
+    if not all(config_holds(c, config) for c in finding.get("configs", [])):
+        return False
+    kernels = set(events.get("triton_kernels", []))
+    for sink in finding.get("sinks", []):
+        if sink["kind"] == "triton" and sink["name"] in kernels:
+            return True
+        if sink["kind"] == "torch.compile" and events.get("dynamo"):
+            return True
+    return False
 
 
 def render_text(report: dict) -> str:
@@ -186,7 +216,7 @@ def render_text(report: dict) -> str:
             lines.append(f"{r['kind']:<16}{r['batch']:>6}{'-':>8}{'-':>11}{'-':>11}  "
                          f"{r['verdict']}: {r.get('error', '')[:60]}")
             continue
-        why = "; ".join(r["predicted"]) if r["predicted"] else ""
+        why = "; ".join(r["predicted"] or r.get("explained_by", []))
         lines.append(f"{r['kind']:<16}{r['batch']:>6}{r['events']:>8}{r['first_ms']:>11}"
                      f"{r['steady_ms']:>11}  {r['verdict']}{': ' + why if why else ''}")
     return "\n".join(lines) + "\n"

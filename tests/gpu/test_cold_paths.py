@@ -134,6 +134,13 @@ def test_g_odd_batch_recompiles_topk_topp_kernel(gpu_case):
 
 
 @pytest.mark.gpu
+@case("g-fixed", "0.21.0", "seeded", batch=37, warmup="fixed", prediction=(
+    "warm: `warmlint fix` (WL004) adds a warmup batch of 8 rows, the missing BATCH_SIZE class"))
+def test_g_fixed_warmup_covers_the_odd_batch(gpu_case):
+    assert_warm(gpu_case)
+
+
+@pytest.mark.gpu
 @case("h", "0.21.0", "topk_only", env={"VLLM_USE_FLASHINFER_SAMPLER": "0"}, prediction=(
     "WL004: TOPP_ENABLED=False is a new constexpr variant of _topk_topp_kernel"))
 def test_h_top_k_only_request_recompiles_topk_topp_kernel(gpu_case):

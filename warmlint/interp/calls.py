@@ -167,6 +167,9 @@ class CallMixin:
 
     # -- objects ------------------------------------------------------------------------
     def construct(self, ref: ClassRef, args, kwargs, state: State, node) -> list:
+        if self.resolver.is_named_tuple(ref) and not kwargs \
+                and all(isinstance(a, Const) for a in args):
+            return [(state, Const(tuple(a.value for a in args)))]  # compares like a tuple
         obj = Obj(ref, {}, label=ref.name)
         init, _ = self.resolver.lookup_method(ref, "__init__")
         if init is None and self.resolver.is_dataclass(ref):

@@ -239,9 +239,17 @@ class ExprMixin:
         return Unknown("", a.taint | b.taint)
 
     def compare(self, a: Value, op: str, b: Value, st: State) -> Value:
+        result = self._compare(a, op, b, st)
+        if isinstance(result, Pred) and result.sym.kind == "config":
+            known = self.driver.known(result.sym, result.op, result.const, st.cfg)
+            if known is not None:  # pinned or already decided: fold it now
+                return Const(known != result.negated, result.taint)
+        return result
+
+    def _compare(self, a: Value, op: str, b: Value, st: State) -> Value:
         taint = a.taint | b.taint
         if isinstance(a, OneOf) or isinstance(b, OneOf):
-            results = [self.compare(x, op, y, st) for x in options(a) for y in options(b)]
+            results = [self._compare(x, op, y, st) for x in options(a) for y in options(b)]
             truths = {decide(st, r) for r in results}
             if len(truths) == 1 and None not in truths:
                 return Const(truths.pop(), taint)
