@@ -125,8 +125,9 @@ def probe(out: str, cli_args: list[str]) -> None:
             sys.stdout = real_stdout
     report, total = seen["report"], time.perf_counter() - started
     files = [str(report.root / rel) for rel in report.files] if report is not None else []
-    Path(out).write_text(json.dumps({"total": total, "phases": dict(spent), "files": files,
-                                     "spans": seen["spans"], "libcst_imported": "libcst" in sys.modules}))
+    Path(out).write_text(json.dumps({"total": total, "phases": dict(spent), "files": files, "spans": seen["spans"],
+                                     "stats": report.stats if report is not None else {},
+                                     "libcst_imported": "libcst" in sys.modules}))
     sys.exit(rc)
 
 
@@ -177,6 +178,7 @@ def prepare(version: str, releases: Path, scratch: Path) -> dict:
         run_once([PY, ME, "--probe", str(out), "--", *warmlint(target, cache)[3:]])
         return json.loads(out.read_text())
 
+    run_once(warmlint(tree, fresh_dir(scratch, "cold-")))  # untimed: compiles .pyc, fills the page cache
     probes = {"cold": probed("cold", tree, warm), "warm": probed("warm", tree, warm)}
     run_once(warmlint(touched, snap))  # the cache of the unchanged copy, then the edit:
     with open(touched / SAMPLER, "a") as fh:
@@ -308,6 +310,8 @@ def render(state: dict, output: Path) -> None:
         f"- command: `{meta['command']}` (from the repo root)",
         f"- trees: copies of `{meta['releases']}/vllm-VERSION` under `{meta['scratch']}`; warmlint under test: "
         "`.venv/bin/python -m warmlint.cli check --format json --cache-dir DIR TREE`",
+        *(f"- warmlint on {v} (cold probe): " + ", ".join(f"{k} {p['cold']['stats'].get(k)}" for k in
+          ("files_parsed", "functions_parsed", "configs", "configs_truncated")) for v, p in state["probes"].items()),
         *(f"- last output line of {label} on {v}: `{r['tail']}`" for v in results
           for label, r in results[v].items() if label in (RUFF, FIXIT)), "",
         "## Timings (wall seconds; repeats interleaved; Fixit once per tree)", "", *table(results), "",
@@ -367,7 +371,7 @@ def main() -> None:
             "machine": machine(), "load": f"{load_before[0]:.2f} / {os.getloadavg()[0]:.2f}", "versions": versions(),
             "source": source, "command": f".venv/bin/python bench/run.py {' '.join(sys.argv[1:])}",
             "releases": str(releases), "scratch": str(args.scratch)}
-    probes = {v: {mode: {k: p[k] for k in ("total", "phases", "libcst_imported")}
+    probes = {v: {mode: {k: p[k] for k in ("total", "phases", "stats", "libcst_imported")}
                   for mode, p in prepared[v]["probes"].items()} for v in vs}
     state = {"meta": meta, "results": results, "probes": probes, "parallel": parallel, "samples": samples}
     (args.scratch / "state.json").write_text(json.dumps(state, indent=1))

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import io
 import os
+import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,13 +105,25 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return base
 
 
-def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> ModuleTOC:
-    digest = hashlib.sha1(source).hexdigest()
+def decode_source(source: bytes, rel_path: str) -> str:
+    """Decode as Python does: UTF-8 unless a PEP 263 coding line says otherwise."""
     try:
-        text = source.decode("utf-8")
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        return source.decode(encoding)
+    except (SyntaxError, LookupError):
+        encoding = "utf-8"
+    except UnicodeDecodeError:
+        pass
+    try:
+        return source.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = source[: exc.start].count(b"\n") + 1
         raise IndexError_(rel_path, line, f"not valid UTF-8 ({exc.reason})") from None
+
+
+def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> ModuleTOC:
+    digest = hashlib.sha1(source).hexdigest()
+    text = decode_source(source, rel_path)
     try:
         tree = ast.parse(text, filename=rel_path)
     except SyntaxError as exc:
@@ -296,7 +310,7 @@ class SourceTree:
     def source(self, name: str) -> str:
         """Decoded text of a module whose TOC was built (the bytes read for the TOC)."""
         if name not in self._sources:
-            self._sources[name] = self._data[name].decode("utf-8")
+            self._sources[name] = decode_source(self._data[name], self.modules[name][0])
         return self._sources[name]
 
     def lines(self, name: str) -> list[str]:

@@ -92,6 +92,9 @@ def apply(settings: Settings, table: dict, origin: str) -> Settings:
     """Overlay a ``[tool.warmlint]``-shaped table; unknown keys are errors, not ignored."""
     updates: dict[str, Any] = {}
     for key, value in table.items():
+        extend = key.startswith("extend-")
+        if extend:  # `extend-triton-decorators = [...]` adds to the defaults (as ruff's
+            key = key[len("extend-"):]  # `extend-select` does); the plain key replaces them
         name = KEYS.get(key) or KEYS.get(key.replace("_", "-"))
         if name is None:
             raise SettingsError(f"{origin}: unknown key '{key}' in [tool.warmlint]")
@@ -101,7 +104,7 @@ def apply(settings: Settings, table: dict, origin: str) -> Settings:
                 value = [value]
             if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                 raise SettingsError(f"{origin}: '{key}' must be a list of strings")
-            value = tuple(value)
+            value = tuple(updates.get(name, current)) + tuple(value) if extend else tuple(value)
         elif isinstance(current, dict):
             if not isinstance(value, dict):
                 raise SettingsError(f"{origin}: '{key}' must be a table")

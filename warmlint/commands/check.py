@@ -56,6 +56,11 @@ def run(args) -> int:
         atomic_write(args.output, output.encode())
     else:
         sys.stdout.write(output)
+    if not report.stats.get("warmups"):
+        sys.stderr.write(
+            "warmlint: warning: no warmup found (methods matching "
+            f"{', '.join(settings.warmup_methods)} that build request inputs, in files matching "
+            f"{', '.join(settings.warmup_files)}): nothing was checked\n")
     if args.format == "text":
         sys.stderr.write(render_errors(report, root_display=show))
         n, e = len(report.findings), len(report.errors)

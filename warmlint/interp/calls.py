@@ -161,6 +161,8 @@ class CallMixin:
         self.stack.append(Frame(fn, module, f"<module {module}>"))
         try:
             results = self.eval(expr, State({}))
+        except RecursionError:  # a generated table nested too deep: its value is unknown
+            return Unknown("deeply nested expression")
         finally:
             self.stack.pop()
         return join_all(v for _, v in results)
