@@ -105,13 +105,16 @@ def check(facts):
         common = set.intersection(*(set(facts_as_decisions(c)) for c in gap.cfgs))
         configs += [d.text() for d in sorted(common, key=lambda d: d.key)]
         constexpr = param in sig.constexpr
-        what = "value of the tl.constexpr" if constexpr else \
-            "class (== 1, % 16 == 0, other) of the int parameter"
+        pointer = (gap.warmed | gap.missing) <= {"tensor", "None"}
+        what = ("value of the tl.constexpr" if constexpr else
+                "None-ness (Triton specializes None arguments) of the argument" if pointer else
+                "class (== 1, % 16 == 0, other) of the int parameter")
         note = ""
         if not constexpr and ALIGNED in gap.warmed and BATCH_INPUT in gap.inputs:
             note = (" (the warmup batch, max_num_seqs, is unknown statically: taken as one "
                     "class, a multiple of 16)")
-        fix = (f"warm a request that makes `{param}` take the missing value" if constexpr else
+        fix = (f"warm a request that makes `{param}` take the missing value"
+               if constexpr or pointer else
                f"warm a batch in the missing class, or add do_not_specialize=[\"{param}\"] to "
                f"@{sig.decorator.split('(')[0]} if the specialization buys nothing")
         name = kernel.rsplit(".", 1)[-1]

@@ -69,17 +69,22 @@ def _read_options(text: str, sig: KernelSignature) -> None:
                 target.add(sig.params[elt.value])
 
 
-def direct_inputs(value: Value) -> set:
-    """The request inputs a kernel argument is computed from (not the branches around it)."""
-    out: set = set()
+def direct_inputs(value: Value) -> tuple[set, set]:
+    """(inputs named by the argument's own symbols, inputs it is only tainted with).
+
+    A symbol or a predicate over one names its input exactly (``k is not None`` comes from
+    ``top_k``); a computed value only carries the inputs of everything it came from.
+    """
+    named: set = set()
+    tainted: set = set()
     for opt in (value.options if isinstance(value, OneOf) else (value,)):
         if isinstance(opt, Pred) and opt.sym.kind == "request":
-            out.add(_input_name(opt.sym))
+            named.add(_input_name(opt.sym))
         elif isinstance(opt, Sym) and opt.kind == "request":
-            out.add(_input_name(opt))
+            named.add(_input_name(opt))
         else:
-            out |= set(opt.taint.inputs)
-    return out
+            tainted |= set(opt.taint.inputs)
+    return named, tainted
 
 
 def _input_name(sym: Sym) -> str:
@@ -162,10 +167,16 @@ class Gap:
     leaves: set = field(default_factory=set)
     missing: set = field(default_factory=set)
     warmed: set = field(default_factory=set)
-    inputs: set = field(default_factory=set)
+    named: set = field(default_factory=set)
+    tainted: set = field(default_factory=set)
     cfgs: list = field(default_factory=list)
     warm_hits: list = field(default_factory=list)  # warmup launches of the kernel
     paths: list = field(default_factory=list)  # request facts on paths reaching the gap
+
+    @property
+    def inputs(self) -> set:
+        """Where the argument comes from: its own symbols if any path names them."""
+        return self.named or self.tainted
 
 
 def request_facts(facts: dict) -> dict:
@@ -233,7 +244,9 @@ def specialization_gaps(facts) -> list[Gap]:
                         gap.leaves.add(index)
                         gap.missing |= got - had
                         gap.warmed |= had
-                        gap.inputs |= direct_inputs(value)
+                        named, tainted = direct_inputs(value)
+                        gap.named |= named
+                        gap.tainted |= tainted
                         gap.cfgs.append(hit.cfg)
                         path = request_facts(hit.facts)
                         if path not in gap.paths:
