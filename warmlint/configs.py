@@ -11,7 +11,7 @@ recorded decision is then flipped in a later run (depth first). Pinned atoms
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from warmlint.state import _UNSET as _UNSET_EQ, SymFact, eval_pred, refine_fact
 from warmlint.values import Sym

@@ -108,8 +108,7 @@ def apply(settings: Settings, table: dict, origin: str) -> Settings:
         elif isinstance(current, dict):
             if not isinstance(value, dict):
                 raise SettingsError(f"{origin}: '{key}' must be a table")
-            if name == "assume":
-                value = {**current, **value}
+            value = {**current, **value}  # tables add to (or override) the defaults
         elif isinstance(current, int) and not isinstance(value, int):
             raise SettingsError(f"{origin}: '{key}' must be an integer")
         updates[name] = value

@@ -9,7 +9,7 @@ from warmlint.resolve import ClassRef, FuncRef
 from warmlint.state import State
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Lambda, Obj, OneOf, Seq, Super, Sym,
-    Tensor, Unknown, Value, join_all, same, taint_of,
+    Unknown, Value, join_all, same, taint_of,
 )
 
 
@@ -124,16 +124,11 @@ class CallMixin:
         return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
 
     def bind(self, params: cst.Parameters, args: list, kwargs: dict, module: str, fn) -> dict:
-        env: dict = {}
         positional = list(params.posonly_params) + list(params.params)
-        for i, param in enumerate(positional):
-            name = param.name.value
-            if i < len(args):
-                env[name] = args[i]
-            elif name in kwargs:
-                env[name] = kwargs[name]
-            else:
-                env[name] = self.default_value(param, module, fn)
+        env = bind_given(positional, args, kwargs)
+        for param in positional:
+            if param.name.value not in env:
+                env[param.name.value] = self.default_value(param, module, fn)
         for param in params.kwonly_params:
             name = param.name.value
             env[name] = kwargs[name] if name in kwargs else self.default_value(param, module, fn)
@@ -233,14 +228,21 @@ class CallMixin:
         bound: dict = {}
         if parsed is not None:
             params = list(parsed.node.params.posonly_params) + list(parsed.node.params.params)
-            for i, param in enumerate(params):
-                name = param.name.value
-                if i < len(args):
-                    bound[name] = args[i]
-                elif name in kwargs:
-                    bound[name] = kwargs[name]
+            bound = bind_given(params, args, kwargs)
         self.hit("triton", f"triton:{kernel.ref.dotted}", kernel.ref.qualname, node, state, bound)
         return [(state, Const(None))]
+
+
+def bind_given(params: list, args: list, kwargs: dict) -> dict:
+    """Parameter name -> argument, for the parameters the call gives (by position or name)."""
+    bound = {}
+    for i, param in enumerate(params):
+        name = param.name.value
+        if i < len(args):
+            bound[name] = args[i]
+        elif name in kwargs:
+            bound[name] = kwargs[name]
+    return bound
 
 
 def _callable(value: Value) -> bool:
@@ -282,10 +284,3 @@ def commit(obj: Obj, results: list) -> list:
 def _split_by(cfgs: list) -> set:
     keys = set().union(*(c.keys() for c in cfgs))
     return {k for k in keys if len({repr(c.get(k)) for c in cfgs}) > 1}
-
-
-def tensor_batch(values) -> Value | None:
-    for v in values:
-        if isinstance(v, Tensor) and v.batch is not None:
-            return v.batch
-    return None

@@ -12,13 +12,14 @@ from warmlint.cst_functions import ParsedFunction
 from warmlint.interp.attrs import AttrMixin
 from warmlint.interp.calls import CallMixin
 from warmlint.interp.conds import CondMixin
+from warmlint.interp.dispatch import handler_for
 from warmlint.interp.exprs import ExprMixin
 from warmlint.interp.lazy_root import LazyRootMixin
 from warmlint.interp.reuse import CallReuse
 from warmlint.resolve import Resolver
 from warmlint.shadows import absorb
 from warmlint.state import BranchSite, State, merge_states
-from warmlint.values import CLEAN, Const, Lambda, Seq, Taint, Unknown, Value, taint_of
+from warmlint.values import Const, Lambda, Seq, Unknown, Value, taint_of
 
 
 class BudgetExceeded(Exception):
@@ -173,12 +174,8 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         self.tick()
         if isinstance(stmt, cst.SimpleStatementLine):
             return self.exec_stmts(stmt.body, [state])
-        kind = type(stmt)
-        handler = _STMT_HANDLERS.get(kind)
-        if handler is None:
-            handler = _STMT_HANDLERS[kind] = getattr(type(self), "stmt_" + kind.__name__,
-                                                     _skip_stmt)
-        return handler(self, stmt, state)
+        return handler_for(type(self), _STMT_HANDLERS, "stmt_", type(stmt), _skip_stmt)(
+            self, stmt, state)
 
     # -- simple statements ----------------------------------------------------------------
     def stmt_Expr(self, stmt: cst.Expr, state: State) -> Flow:
@@ -409,10 +406,3 @@ _STMT_HANDLERS: dict = {}
 
 def _skip_stmt(self, stmt, state: State) -> Flow:
     return Flow(normal=[state])
-
-
-def taint_union(values) -> Taint:
-    result = CLEAN
-    for v in values:
-        result = result | v.taint
-    return result

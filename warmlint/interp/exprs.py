@@ -6,6 +6,7 @@ import operator
 
 import libcst as cst
 
+from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
 from warmlint.values import (
     CLEAN, Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, Seq, Sym, Tensor,
@@ -30,12 +31,8 @@ _FLIP = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
 class ExprMixin:
     def eval(self, node: cst.BaseExpression, state: State) -> list:
         self.tick()
-        kind = type(node)
-        handler = _EXPR_HANDLERS.get(kind)
-        if handler is None:
-            handler = _EXPR_HANDLERS[kind] = getattr(type(self), "expr_" + kind.__name__,
-                                                     _unknown_expr)
-        return handler(self, node, state)
+        return handler_for(type(self), _EXPR_HANDLERS, "expr_", type(node), _unknown_expr)(
+            self, node, state)
 
     def eval_seq(self, nodes, state: State) -> list:
         """Evaluate nodes left to right: (state, [values]) pairs."""

@@ -140,7 +140,7 @@ class JitEvents:
                     f"{type(exc).__name__}: {exc}"
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *_exc) -> None:
         if self._counters is not None:
             self._dynamo_end = self._dynamo_now()
         while self._undo:
