@@ -92,41 +92,46 @@ def copy_source(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _assigned(fn_node: cst.FunctionDef, name: str) -> list:
-    found = []
+def _assignments(fn_node: cst.FunctionDef) -> dict:
+    """name -> values assigned to it in the function (one CST walk per function)."""
+    found: dict = {}
 
     class Visitor(cst.CSTVisitor):
         def visit_Assign(self, node: cst.Assign):
             for target in node.targets:
-                if isinstance(target.target, cst.Name) and target.target.value == name:
-                    found.append(node.value)
+                if isinstance(target.target, cst.Name):
+                    found.setdefault(target.target.value, []).append(node.value)
 
     fn_node.visit(Visitor())
     return found
 
 
-def copies_in_entry(entry) -> list:
-    """(copy expression node, ParsedFunction) for tensor arguments of a warmup entry call."""
+def copies_in_entry(entry, assignments: dict | None = None) -> list:
+    """(copy expression node, ParsedFunction) for tensor arguments of a warmup entry call.
+    ``assignments`` memoizes each function's walk across entries (id(node) -> table)."""
     out = []
     values = list(entry.args) + list(entry.kwargs.values())
     if not any(isinstance(o, Tensor) for v in values
                for o in (v.options if isinstance(v, OneOf) else (v,))):
         return out
     fn = entry.frame.fn
+    memo = assignments if assignments is not None else {}
     for arg in entry.node.args:
         candidates = [arg.value]
         if isinstance(arg.value, cst.Name):
-            candidates = _assigned(fn.node, arg.value.value)
+            if id(fn.node) not in memo:
+                memo[id(fn.node)] = (fn.node, _assignments(fn.node))  # node kept: ids stay unique
+            candidates = memo[id(fn.node)][1].get(arg.value.value, [])
         out += [(c, fn) for c in candidates if copy_source(c) is not None]
     return out
 
 
 def check(facts):
-    seen = set()
+    seen, assignments = set(), {}
     for program in facts.programs:
         for leaf in program.leaves:
             for entry in leaf.warm.entries:
-                for node, fn in copies_in_entry(entry):
+                for node, fn in copies_in_entry(entry, assignments):
                     if id(node) in seen:
                         continue
                     seen.add(id(node))

@@ -9,7 +9,8 @@ from pathlib import Path
 from warmlint import __version__
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
-from warmlint.summary_cache import SummaryCache, default_cache_dir
+from warmlint.index import code_digest
+from warmlint.summary_cache import SummaryCache, default_cache_dir, listing_digest
 
 
 @dataclass
@@ -53,19 +54,20 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
              "warmups": [w.ref.dotted for w in facts.warmups], "configs": configs,
              "configs_truncated": facts.truncated}
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
-    report.deps = _dependencies(root, tree.files_read)
+    report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
+    report.codes = dict(tree.code_digests)
     report.facts = facts  # for `warmlint fix`; not part of the JSON
     return report
 
 
 def _dependencies(root: Path, files_read: dict) -> dict:
-    """Digests of the files read, and listings (mtimes) of their directories: a module
-    added next to one that was read can change how an import resolves."""
+    """Digests of the files read, and of their directories' listings: a module added
+    next to one that was read can change how an import resolves."""
     deps = dict(files_read)
     for rel in files_read:
         directory = str(Path(rel).parent)
         try:
-            deps["dir:" + directory] = str((root / directory).stat().st_mtime_ns)
+            deps["dir:" + directory] = listing_digest(root / directory)
         except OSError:
             pass
     return deps
@@ -78,8 +80,8 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
         if use_cache else None
     key = f"check:{root}"
     if cache is not None:
-        cached = cache.get_result(key, root)
-        if cached is not None and "files" in cached:
+        cached = cache.get_result(key, root, code_digest)
+        if isinstance(cached, dict) and "files" in cached:
             report = Report(root, [_finding_from_json(f) for f in cached["findings"]],
                             cached["errors"], dict(cached["stats"], cache="hit"), cached["files"])
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
@@ -87,7 +89,7 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
     report = analyze_tree(root, settings, cache)
     if cache is not None:
         payload = dict(report.to_json(), files=report.files)
-        cache.put_result(key, report.deps, payload)
+        cache.put_result(key, report.deps, payload, report.codes)
         report.stats["cache"] = "miss"
     report.stats["seconds"] = round(time.perf_counter() - started, 3)
     return report

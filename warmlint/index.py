@@ -69,6 +69,8 @@ class ModuleTOC:
     guarded: dict[str, str] = field(default_factory=dict)
     # module globals some function rebinds (`global _PP; _PP = ...`): not constants
     mutable: set = field(default_factory=set)
+    # digest of the code without comments or layout that moves nothing (see code_digest)
+    code_digest: str = ""
 
 
 def _dotted(node: ast.AST) -> str:
@@ -121,6 +123,20 @@ def decode_source(source: bytes, rel_path: str) -> str:
         raise IndexError_(rel_path, line, f"not valid UTF-8 ({exc.reason})") from None
 
 
+def _tree_digest(tree: ast.AST) -> str:
+    # Positions are included: findings carry lines and columns, so only edits that move
+    # nothing (a comment at the end of a line or of the file, trailing blanks) keep it.
+    return hashlib.sha1(ast.dump(tree, include_attributes=True).encode()).hexdigest()
+
+
+def code_digest(source: bytes, rel_path: str) -> str | None:
+    """The digest ``build_toc`` records, for a file's current bytes; None if unparsable."""
+    try:
+        return _tree_digest(ast.parse(decode_source(source, rel_path), filename=rel_path))
+    except (IndexError_, SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
 def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> ModuleTOC:
     digest = hashlib.sha1(source).hexdigest()
     text = decode_source(source, rel_path)
@@ -130,7 +146,7 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> Modu
         raise IndexError_(rel_path, exc.lineno or 1, f"syntax error: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
-    toc = ModuleTOC(name=name, path=rel_path, digest=digest)
+    toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=_tree_digest(tree))
     _collect(toc, tree.body, is_package, guard=None)
     toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
     return toc
@@ -209,6 +225,8 @@ class SourceTree:
         self.errors: list[IndexError_] = []
         self._failed: set[str] = set()
         self.files_read: dict[str, str] = {}  # rel path -> digest
+        self.code_digests: dict[str, str] = {}  # rel path -> ModuleTOC.code_digest
+        self.files_failed: dict[str, str] = {}  # rel path -> digest ("" unreadable): deps too
 
     # -- module map -------------------------------------------------------------
     @property
@@ -279,6 +297,7 @@ class SourceTree:
         try:
             data = self._read(rel)
         except IndexError_ as err:
+            self.files_failed[rel] = ""
             self._fail(name, err)
             return None
         digest = hashlib.sha1(data).hexdigest()
@@ -287,11 +306,13 @@ class SourceTree:
             try:
                 toc = build_toc(name, rel, data, is_pkg)
             except IndexError_ as err:
+                self.files_failed[rel] = digest  # fixing the file must invalidate the run
                 self._fail(name, err)
                 return None
             if self.cache:
                 self.cache.put_toc(toc)
         self.files_read[rel] = digest
+        self.code_digests[rel] = toc.code_digest
         self._data[name] = data
         self._tocs[name] = toc
         return toc

@@ -15,7 +15,7 @@ import os
 import pickle
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
 def default_cache_dir() -> Path:
@@ -79,28 +79,50 @@ class SummaryCache:
     def _result_path(self, key: str) -> Path:
         return self.dir / "results" / f"{hashlib.sha1((self.salt + key).encode()).hexdigest()}.json"
 
-    def get_result(self, key: str, root: Path) -> Any | None:
+    def get_result(self, key: str, root: Path, code_digest: Callable | None = None):
+        """The stored result if every dependency still holds, else None. A file that
+        changed only in ways ``code_digest(bytes, rel)`` ignores (a comment) still holds;
+        the entry is then re-stored with its new digest, so the next run is a plain hit."""
         try:
             payload = json.loads(self._result_path(key).read_text())
         except (OSError, ValueError):
             return None
         if not isinstance(payload, dict) or "deps" not in payload or "result" not in payload:
             return None
+        deps, codes, changed = dict(payload["deps"]), payload.get("codes", {}), False
         for rel, digest in payload["deps"].items():
             try:
                 if rel.startswith("dir:"):
-                    current = str((root / rel[4:]).stat().st_mtime_ns)
-                else:
-                    current = hashlib.sha1((root / rel).read_bytes()).hexdigest()
+                    if listing_digest(root / rel[4:]) != digest:
+                        return None
+                    continue
+                data = (root / rel).read_bytes()
             except OSError:
                 return None
-            if current != digest:
+            current = hashlib.sha1(data).hexdigest()
+            if current == digest:
+                continue
+            if code_digest is None or not codes.get(rel) or code_digest(data, rel) != codes[rel]:
                 return None
+            deps[rel], changed = current, True
+        if changed:
+            self.put_result(key, deps, payload["result"], codes)
         return payload["result"]
 
-    def put_result(self, key: str, deps: dict[str, str], result: Any) -> None:
-        data = json.dumps({"deps": deps, "result": result}).encode()
+    def put_result(self, key: str, deps: dict[str, str], result: Any,
+                   codes: dict[str, str] | None = None) -> None:
+        data = json.dumps({"deps": deps, "codes": codes or {}, "result": result}).encode()
         try:
             atomic_write(self._result_path(key), data)
         except OSError:
             pass
+
+
+def listing_digest(directory: Path) -> str:
+    """What in a directory can change how an import resolves: its modules and packages.
+    Not its mtime: editors that save by rename, and swap files, change that for nothing."""
+    with os.scandir(directory) as entries:
+        names = sorted(e.name for e in entries
+                       if e.name.endswith((".py", ".pyi"))
+                       or (e.is_dir() and not e.name.startswith((".", "__pycache__"))))
+    return hashlib.sha1("\0".join(names).encode()).hexdigest()

@@ -156,14 +156,13 @@ def problems(sups: list[Suppression], known: set, enabled) -> list[Problem]:
 
 def apply(report, settings):
     """Drop suppressed findings from ``report`` and add WL100 findings; returns it."""
-    from warmlint.rules import load
+    from warmlint.rules import MODULES, load
 
-    rules = {rule.code: rule for rule in load()}
     sups = scan(Path(report.root), getattr(report, "files", ()))
     kept = match(report.findings, sups)
     report.stats["suppressed"] = len(report.findings) - len(kept)
-    meta = rules.get(META_CODE)
-    if meta is not None and settings.rule_enabled(META_CODE):
-        kept.extend(meta.check(problems(sups, set(rules), settings.rule_enabled)))
+    if META_CODE in MODULES and settings.rule_enabled(META_CODE):
+        meta = load({META_CODE})[0]
+        kept.extend(meta.check(problems(sups, set(MODULES), settings.rule_enabled)))
     report.findings = sorted(kept, key=sort_key)
     return report

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import libcst as cst
+if TYPE_CHECKING:  # annotations only: the settings path imports this and must stay light
+    import libcst as cst
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,6 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from warmlint.specialization import int_class
 
 KINDS = ("seeded", "unseeded", "greedy", "mixed", "topk_only", "topp_only", "no_filter",
          "logprobs", "token_logprobs")
@@ -87,6 +86,8 @@ def predicts(finding: dict, kind: str, batch: int, config: dict) -> bool:
         return all(facts.get(inputs[0]) == ("set" if positive else "unset")
                    for inputs, positive in extra.get("literals", []) if len(inputs) == 1)
     if finding["rule"] == "WL004" and "batch size" in finding.get("inputs", []):
+        from warmlint.specialization import int_class  # pulls in the analysis: only here
+
         return int_class(batch) in set(extra.get("missing", []))
     return finding["rule"] == "WL004"  # a flag: the matching path fixes the missing value
 

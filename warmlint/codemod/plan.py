@@ -157,11 +157,11 @@ def _per_row(value, batch) -> bool:
 def _removals(facts) -> list:
     from warmlint.rules.wl003_warmup_extra_copy import copies_in_entry
 
-    found = {}
+    found, assignments = {}, {}
     for program in facts.programs:
         for leaf in program.leaves:
             for entry in leaf.warm.entries:
-                for node, fn in copies_in_entry(entry):
+                for node, fn in copies_in_entry(entry, assignments):
                     code = fn.wrapper_module.code_for_node(node)
                     found[(fn.path, fn.qualname, code)] = Removal(fn.path, fn.qualname, code)
     return list(found.values())

@@ -1,0 +1,81 @@
+"""The whole-run result cache: what reuses a stored result, and what must not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conftest import VARIANTS, apply_edit, make_tree, run_cli
+
+TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
+SAMPLER = "vllm/v1/sample/sampler.py"
+
+
+def _run(root: Path, cache: Path):
+    proc = run_cli("check", "--format", "json", "--select", "WL001", "--cache-dir", str(cache),
+                   str(root), check_json=True)
+    found = sorted((f["path"], f["line"], f["condition"]) for f in proc.json["findings"])
+    errors = [(e["path"], e["message"]) for e in proc.json["errors"]]
+    return proc.json["stats"]["cache"], found, errors
+
+
+def _append(root: Path, rel: str, text: str) -> None:
+    with open(root / rel, "a") as fh:
+        fh.write(text)
+
+
+def test_comment_only_edits_reuse_the_result(tmp_path):
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    status, first, _ = _run(root, cache)
+    assert status == "miss" and any(p == TOPK for p, _, _ in first)
+    _append(root, SAMPLER, "# a comment at the end moves no line\n")
+    assert _run(root, cache) == ("hit", first, [])
+    assert _run(root, cache)[0] == "hit"  # re-stored with the new digest
+    (root / "vllm/v1/sample/.sampler.py.swp").write_bytes(b"\0editor swap")
+    assert _run(root, cache)[0] == "hit"  # not a module: cannot change an import
+
+
+def test_edits_that_move_or_change_code_rerun(tmp_path):
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    _, first, _ = _run(root, cache)
+    text = (root / TOPK).read_text()
+    (root / TOPK).write_text("# one more line on top\n" + text)
+    status, moved, _ = _run(root, cache)
+    assert status == "miss" and [ln for p, ln, _ in moved if p == TOPK] == \
+        [ln + 1 for p, ln, _ in first if p == TOPK]
+    for edit in VARIANTS["seeded_fixed"]["edit"]:
+        apply_edit(root, edit)
+    status, fixed, _ = _run(root, cache)
+    assert status == "miss" and not any(p == TOPK for p, _, _ in fixed)
+
+
+def test_a_new_module_next_to_one_read_reruns(tmp_path):
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    _run(root, cache)
+    (root / "vllm/v1/sample/extra.py").write_text("X = 1\n")
+    assert _run(root, cache)[0] == "miss"
+
+
+def test_fixing_a_broken_file_reruns(tmp_path):
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    original = (root / TOPK).read_text()
+    (root / TOPK).write_text(original + "def broken(:\n")
+    status, found, errors = _run(root, cache)
+    assert status == "miss" and errors and errors[0][0] == TOPK and "syntax error" in errors[0][1]
+    assert _run(root, cache)[2] == errors  # still broken: the stored result holds
+    (root / TOPK).write_text(original)
+    status, found, errors = _run(root, cache)
+    assert status == "miss" and errors == [] and any(p == TOPK for p, _, _ in found)
+
+
+def test_a_warm_run_imports_no_libcst(tmp_path):
+    """The warm path must stay a file-hashing pass: LibCST's import alone is ~0.15 s."""
+    import subprocess
+    import sys
+
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    _run(root, cache)
+    code = ("import sys; from warmlint.cli import main; main(['check', '--select', 'WL001', "
+            f"'--cache-dir', {str(cache)!r}, {str(root)!r}]); "
+            "print('libcst' in sys.modules, file=sys.stderr)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
