@@ -33,7 +33,9 @@ REPO = BENCH.parent
 VENV = REPO / ".venv" / "bin"
 PY = str(VENV / "python")
 SAMPLER = "vllm/v1/sample/sampler.py"
-COLD, WARM, TOUCHED = "warmlint cold (empty cache)", "warmlint warm (unchanged tree)", "warmlint touched sampler.py"
+COLD, WARM = "warmlint cold (empty cache)", "warmlint warm (unchanged tree)"
+TOUCHED = "warmlint touched sampler.py (comment appended)"
+EDITED = "warmlint edited sampler.py (line added on top)"
 FILES, SPANS = "floor: LibCST parse of files read", "floor: LibCST parse of spans parsed"
 RUFF, FIXIT = "ruff check --select E9 --no-cache", "Fixit 2.2.1, one no-op rule"
 MARKER = "<!-- analysis: hand-written below this line; bench/run.py keeps it when rewriting -->"
@@ -98,9 +100,10 @@ def probe(out: str, cli_args: list[str]) -> None:
     def apply_patches():  # once each module is fully initialized
         for name in [n for n in patches if n in sys.modules
                      and not getattr(sys.modules[n].__spec__, "_initializing", False)]:
-            for owner, attr, *how in patches.pop(name):
-                target = getattr(sys.modules[name], owner) if owner else sys.modules[name]
-                setattr(target, attr, timed(getattr(target, attr), *how))
+            for owner, attr, *how in patches.pop(name):  # names the engine no longer has: skipped
+                target = getattr(sys.modules[name], owner, None) if owner else sys.modules[name]
+                if hasattr(target, attr):
+                    setattr(target, attr, timed(getattr(target, attr), *how))
 
     def hooked(real):  # time imports that load something; patch what they loaded
         slow = timed(real, "imports")
@@ -167,10 +170,11 @@ def prepare(version: str, releases: Path, scratch: Path) -> dict:
     """Copies of the release outside the repo (Fixit's walker skips the gitignored .cache/),
     a touched copy with the cache of its unchanged state, a probe of each mode, file lists."""
     tree, touched = scratch / f"vllm-{version}", scratch / f"vllm-{version}-touched"
+    edited, esnap = scratch / f"vllm-{version}-edited", scratch / f"cache-{version}-edited"
     warm, snap = scratch / f"cache-{version}-warm", scratch / f"cache-{version}-touched"
-    for path in (tree, touched, warm, snap):
+    for path in (tree, touched, edited, warm, snap, esnap):
         shutil.rmtree(path, ignore_errors=True)
-    for path in (tree, touched):
+    for path in (tree, touched, edited):
         shutil.copytree(releases / f"vllm-{version}", path)
 
     def probed(mode: str, target: Path, cache: Path) -> dict:
@@ -184,10 +188,14 @@ def prepare(version: str, releases: Path, scratch: Path) -> dict:
     with open(touched / SAMPLER, "a") as fh:
         fh.write("# touched by bench/run.py\n")
     probes["touched"] = probed("touched", touched, fresh_dir(scratch, "probe-", like=snap))
+    run_once(warmlint(edited, esnap))  # an edit that moves every line of the file: a real re-run
+    text = (edited / SAMPLER).read_text()
+    (edited / SAMPLER).write_text("# edited by bench/run.py\n" + text)
     lists = {kind: scratch / f"{kind}-{version}.json" for kind in ("files", "spans")}
     for kind, path in lists.items():
         path.write_text(json.dumps(probes["cold"][kind]))
-    return {"tree": tree, "touched": touched, "warm": warm, "snap": snap, "probes": probes, "lists": lists}
+    return {"tree": tree, "touched": touched, "warm": warm, "snap": snap, "edited": edited,
+            "esnap": esnap, "probes": probes, "lists": lists}
 
 
 def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
@@ -198,6 +206,7 @@ def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
         (COLD, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"))),
         (WARM, lambda: warmlint(p["tree"], p["warm"])),
         (TOUCHED, lambda: warmlint(p["touched"], fresh_dir(scratch, "t-", like=p["snap"]))),
+        (EDITED, lambda: warmlint(p["edited"], fresh_dir(scratch, "e-", like=p["esnap"]))),
         (FILES, lambda: [PY, ME, "--parse", "files", str(p["lists"]["files"])]),
         (SPANS, lambda: [PY, ME, "--parse", "spans", str(p["lists"]["spans"])]),
         (RUFF, lambda: [str(VENV / "ruff"), "check", "--select", "E9", "--no-cache", str(p["tree"])]),
@@ -270,18 +279,21 @@ def ratios_and_goals(results: dict) -> list[str]:
         q = functools.partial(ratio, r)
         ratios += [md(v, name, fmt(q(a, b), 2), fmt(q(a, b, "cpu"), 2)) for name, a, b in [
             ("cold / floor(files read)", COLD, FILES), ("cold / floor(function spans parsed)", COLD, SPANS),
-            ("Fixit / cold", FIXIT, COLD), ("warm / ruff E9", WARM, RUFF), ("touched / cold", TOUCHED, COLD)]]
+            ("Fixit / cold", FIXIT, COLD), ("warm / ruff E9", WARM, RUFF), ("touched / cold", TOUCHED, COLD),
+            ("edited / cold", EDITED, COLD)]]
         ratios.append(md(v, "cold / floor(files read), in-process (stats.seconds / parse loop)",
                          fmt(q(COLD, FILES, "inner"), 2), "-"))
         rss = max(row["rss"] for label, row in r.items() if label.startswith("warmlint"))
-        cold_floor, fixit, warm, ruff, touched = (q(COLD, FILES), q(FIXIT, COLD), r[WARM]["median"],
-                                                  r[RUFF]["median"], r[TOUCHED]["median"])
+        cold_floor, fixit, warm, ruff, touched, edited = (
+            q(COLD, FILES), q(FIXIT, COLD), r[WARM]["median"], r[RUFF]["median"],
+            r[TOUCHED]["median"], r[EDITED]["median"])
         goals += [md(v, goal, shown, "met" if ok else "**missed**") for goal, shown, ok in [
             ("cold <= 1.3 x LibCST floor of files read", f"{cold_floor:.2f} x", cold_floor <= 1.3),
             ("cold >= 200 x faster than Fixit", "not run" if fixit is None else f"{fixit:.0f} x",
              fixit is not None and fixit >= 200),
             ("warm <= 0.3 s and faster than ruff E9", f"{warm:.3f} s (ruff {ruff:.3f} s)", warm <= min(0.3, ruff)),
-            ("touched sampler.py <= 1 s", f"{touched:.3f} s", touched <= 1),
+            ("touched sampler.py <= 1 s: a comment appended", f"{touched:.3f} s", touched <= 1),
+            ("touched sampler.py <= 1 s: a line added on top", f"{edited:.3f} s", edited <= 1),
             ("peak RSS <= 500 MB", f"{rss:.0f} MB", rss <= 500)]]
     return ratios + [""] + goals
 
@@ -365,7 +377,7 @@ def main() -> None:
     parallel = subprocess.run([PY, str(BENCH / "parallel_experiment.py"), "--repeat", str(args.repeat),
                                *targets], capture_output=True, text=True, check=True).stdout
     for path in args.scratch.iterdir():  # the per-run caches
-        if path.is_dir() and path.name.startswith(("cold-", "t-", "probe-")):
+        if path.is_dir() and path.name.startswith(("cold-", "t-", "e-", "probe-")):
             shutil.rmtree(path)
     meta = {"date": f"{started:%Y-%m-%d %H:%M %Z}", "minutes": (datetime.now().astimezone() - started).seconds // 60,
             "machine": machine(), "load": f"{load_before[0]:.2f} / {os.getloadavg()[0]:.2f}", "versions": versions(),

@@ -23,10 +23,18 @@ class ParsedFunction:
     wrapper_module: cst.Module
     line_shift: int  # real line = synthetic line + line_shift
     _positions: dict | None = field(default=None, repr=False)
+    _code: dict = field(default_factory=dict, repr=False)  # node -> one-line source
 
     @property
     def qualname(self) -> str:
         return self.info.qualname
+
+    def code(self, node: cst.CSTNode) -> str:
+        """``node``'s source on one line; memoized, since every config leaf asks again."""
+        text = self._code.get(node)
+        if text is None:
+            text = self._code[node] = " ".join(self.wrapper_module.code_for_node(node).split())
+        return text
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
         """(line, col) of ``node`` in the real file; col is 1-based like ruff's."""

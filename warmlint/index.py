@@ -148,7 +148,9 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> Modu
         raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
     toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=_tree_digest(tree))
     _collect(toc, tree.body, is_package, guard=None)
-    toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    if "global" in text:  # the walk costs more than the test, and few modules need it
+        toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global)
+                       for n in node.names}
     return toc
 
 

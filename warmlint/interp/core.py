@@ -128,8 +128,9 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
 
     def code(self, node: cst.CSTNode) -> str:
         fn = self.frame.fn
-        module = fn.wrapper_module if fn else cst.Module(body=[])
-        return " ".join(module.code_for_node(node).split())
+        if fn is None:
+            return " ".join(cst.Module(body=[]).code_for_node(node).split())
+        return fn.code(node)
 
     def stack_names(self) -> tuple:
         return tuple((f.module, f.qualname) for f in self.stack)
