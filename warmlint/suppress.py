@@ -19,7 +19,7 @@ from pathlib import Path
 
 from warmlint.findings import sort_key
 
-# The body ends at the next '#', so another pragma may follow (`... # noqa: E501`).
+# The body ends at the next '#', so another pragma (a noqa list, say) may follow it.
 PRAGMA = re.compile(r"#\s*warmlint\s*:(?P<body>[^#]*)")
 OK = re.compile(r"ok\[(?P<codes>[^\]]*)\](?P<reason>.*)$", re.DOTALL)
 CODE = re.compile(r"[A-Z]+[0-9]+")

@@ -44,7 +44,8 @@ _NODE_CASE: dict = {}
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu_case(id, release, kind, batch=256, warmup='original', env=None, "
-        "prediction=''): one warmup + request run by warmlint.runtime.case in a fresh process")
+        "prediction='', speculative=False): one warmup + request run by "
+        "warmlint.runtime.case in a fresh process")
 
 
 @functools.cache
@@ -65,7 +66,8 @@ def fixed_runner_var(release: str) -> str:
 
 
 def case_spec(marker) -> dict:
-    spec = {"batch": 256, "warmup": "original", "env": {}, "prediction": "", **marker.kwargs}
+    spec = {"batch": 256, "warmup": "original", "env": {}, "prediction": "", "speculative": False,
+            **marker.kwargs}
     spec["env"] = dict(spec["env"] or {})
     return spec
 
@@ -106,6 +108,8 @@ def _command(spec: dict, out: Path) -> list:
            "--cache-root", str(out.with_suffix(".caches"))]
     for name, value in spec["env"].items():
         cmd += ["--env", f"{name}={value}"]
+    if spec["speculative"]:
+        cmd.append("--speculative")
     return cmd + CASE_ARGS
 
 

@@ -28,9 +28,10 @@ FI_ON = {"VLLM_USE_FLASHINFER_SAMPLER": "1"}
 TOPK_TOPP = "_topk_topp_kernel"
 
 
-def case(id, release, kind, batch=256, warmup="original", env=None, prediction=""):
+def case(id, release, kind, batch=256, warmup="original", env=None, prediction="",
+         speculative=False):
     return pytest.mark.gpu_case(id=id, release=release, kind=kind, batch=batch, warmup=warmup,
-                                env=env or {}, prediction=prediction)
+                                env=env or {}, prediction=prediction, speculative=speculative)
 
 
 def first(result) -> dict:
@@ -150,6 +151,48 @@ def test_h_top_k_only_request_recompiles_topk_topp_kernel(gpu_case):
     assert TOPK_TOPP in first(gpu_case)["triton_kernels"], describe(gpu_case)
 
 
+# --- (i) a deployment with speculative decoding: its warmup also runs the rejection sampler
+
+@pytest.mark.gpu
+@case("i-logprobs", "0.20.0", "logprobs", speculative=True, prediction=(
+    "WL001 sampler.py:116: the warmup's bonus-token call asks max_num_logprobs=-1 only, so a "
+    "request's logprobs count still reaches torch.compile'd batched_count_greater_than"))
+def test_i_logprobs_request_is_cold_with_speculation(gpu_case):
+    # the stand-in deployment is speculative: its warmup ran the rejection sampler too
+    assert "rejection_random_sample_kernel" in gpu_case["warmup"]["events"]["triton_kernels"]
+    assert first(gpu_case)["dynamo"] >= 1, describe(gpu_case)
+
+
+@pytest.mark.gpu
+@case("i-spec-logprobs", "0.20.0", "spec_logprobs", speculative=True, prediction=(
+    "WL001 rejection_sampler.py:182: max_num_logprobs reaches batched_count_greater_than "
+    "through RejectionSampler._get_logprobs_tensors"))
+def test_i_spec_logprobs_request_is_cold(gpu_case):
+    assert first(gpu_case)["dynamo"] >= 1, describe(gpu_case)
+
+
+@pytest.mark.gpu
+@case("i-spec-greedy", "0.20.0", "spec_greedy", speculative=True, prediction=(
+    "WL004 rejection_sampler.py:440: an all-greedy batch passes None for uniform_probs_ptr, "
+    "a new specialization of rejection_greedy_sample_kernel"))
+def test_i_all_greedy_spec_request_recompiles_the_greedy_kernel(gpu_case):
+    assert "rejection_greedy_sample_kernel" in gpu_case["warmup"]["events"]["triton_kernels"]
+    assert "rejection_greedy_sample_kernel" in first(gpu_case)["triton_kernels"], \
+        describe(gpu_case)
+
+
+@pytest.mark.gpu
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "a cold path warmlint misses (H200, 2026-12-02): Triton specializes on pointer dtypes; "
+    "the warmup builds top_k with torch.full(..., <int>) (int64), InputBatch holds int32, so "
+    "the first spec-decode request with top-k compiles expand_kernel again (~55 ms). WL004 "
+    "does not track dtypes. strict: if this starts passing, the gap is gone: update README"))
+@case("i-control-spec-random", "0.20.0", "spec_random", speculative=True,
+      prediction="warm: the warmup's rejection-sampler call takes this route")
+def test_i_control_random_spec_request_is_warm(gpu_case):
+    assert_warm(gpu_case)
+
+
 # --- the harness itself, on any machine --------------------------------------------------
 
 RUNNER = REPO / "fixtures" / "minivllm" / "vllm" / "v1" / "worker" / "gpu_model_runner.py"
@@ -251,12 +294,18 @@ def test_case_runner_writes_its_json_even_when_it_cannot_run(tmp_path):
     proc = subprocess.run(
         [sys.executable, "-m", "warmlint.runtime.case", "--release-dir", str(tmp_path / "none"),
          "--json", str(out), "--env", "VLLM_USE_FLASHINFER_SAMPLER=1",
-         "--cache-root", str(tmp_path / "caches")],
+         "--cache-root", str(tmp_path / "caches"), "--speculative", "--kind", "spec_greedy"],
         cwd=REPO, capture_output=True, text=True, timeout=300)
     result = json.loads(out.read_text())
     assert result["status"] in ("error", "skipped"), result
     assert proc.returncode == (1 if result["status"] == "error" else 0)
     assert result["env"] == {"VLLM_USE_FLASHINFER_SAMPLER": "1"}
+    assert result["kind"] == "spec_greedy"
+
+
+def test_spec_kinds_map_to_request_kinds_the_metadata_builder_knows():
+    assert set(harness.SPEC_KINDS.values()) <= set(harness.KINDS)
+    assert not set(harness.SPEC_KINDS) & set(harness.KINDS)
 
 
 def test_run_script_is_valid_bash():

@@ -32,7 +32,10 @@ def _args(argv):
                         help="original | file:PATH (a fixed gpu_model_runner.py) | plugin | none")
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                         help="set before vLLM is imported (repeatable)")
-    parser.add_argument("--kind", default="seeded", help="request kind (harness.KINDS)")
+    parser.add_argument("--kind", default="seeded",
+                        help="request kind (harness.KINDS; harness.SPEC_KINDS with --speculative)")
+    parser.add_argument("--speculative", action="store_true",
+                        help="a deployment with a drafter: the runner has a rejection sampler")
     parser.add_argument("--batch", type=int, default=256, help="request batch size")
     parser.add_argument("--warmup-batch", type=int, default=256, help="max_num_seqs at start-up")
     parser.add_argument("--steps", type=int, default=2)
@@ -129,7 +132,8 @@ def run(args, result: dict) -> None:
     result["warmup_source"] = info
     runner = harness.build_runner(logprobs_mode=args.logprobs_mode, vocab=args.vocab,
                                   hidden=args.hidden, device=args.device, dtype=args.dtype,
-                                  max_num_seqs=args.warmup_batch)
+                                  max_num_seqs=args.warmup_batch, speculative=args.speculative)
+    result["speculative"] = args.speculative
     from vllm.platforms import current_platform
 
     result["platform"] = type(current_platform).__name__

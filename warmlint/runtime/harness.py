@@ -22,7 +22,7 @@ from warmlint.runtime.methods import (  # re-exported for callers and tests
     Method, Unavailable, compile_method, free_names, import_bindings, method_from_text,
     read_method, resolve)
 
-__all__ = ["KINDS", "BATCHES", "LMHead", "Method", "StandInConfig", "StandInRunner",
+__all__ = ["KINDS", "SPEC_KINDS", "BATCHES", "LMHead", "Method", "StandInConfig", "StandInRunner",
            "Unavailable", "build_runner", "compile_method", "ensure_c_stubs", "first_step",
            "free_names", "import_bindings", "load_warmup", "make_metadata", "method_from_text",
            "read_method", "resolve", "run_steps", "run_warmup"]
@@ -141,10 +141,20 @@ class StandInRunner:
     def bind(self, function) -> None:
         self._dummy_sampler_run = types.MethodType(function, self)
 
+    def enable_speculation(self) -> None:
+        """A deployment with a drafter: the warmup then also runs the rejection sampler.
+        (One draft token per request, no draft probabilities: what the warmup itself uses.)"""
+        from vllm.v1.sample.rejection_sampler import RejectionSampler
+
+        spec = StandInConfig("speculative_config", self.defaulted, method="ngram",
+                             num_speculative_tokens=1)
+        self.speculative_config = self.vllm_config.speculative_config = spec
+        self.rejection_sampler = RejectionSampler(self.sampler)
+
 
 def build_runner(*, logprobs_mode: str = "raw_logprobs", vocab: int = 128_256,
                  hidden: int = 4096, device: str = "cuda:0", dtype: str = "bfloat16",
-                 max_num_seqs: int = 256):
+                 max_num_seqs: int = 256, speculative: bool = False):
     import torch
     from vllm.v1.sample.sampler import Sampler
 
@@ -152,7 +162,10 @@ def build_runner(*, logprobs_mode: str = "raw_logprobs", vocab: int = 128_256,
     if device.type == "cuda":
         torch.cuda.set_device(device)
     model = LMHead(vocab, hidden, device, getattr(torch, dtype))
-    return StandInRunner(Sampler(logprobs_mode=logprobs_mode), model, device, max_num_seqs)
+    runner = StandInRunner(Sampler(logprobs_mode=logprobs_mode), model, device, max_num_seqs)
+    if speculative:
+        runner.enable_speculation()
+    return runner
 
 
 def run_warmup(runner: StandInRunner, batch: int) -> dict:
@@ -199,6 +212,9 @@ def _sync(device) -> None:
 KINDS = ("seeded", "unseeded", "greedy", "mixed", "topk_only", "topp_only", "no_filter",
          "logprobs", "token_logprobs")
 BATCHES = (1, 37, 256)
+# Requests verified by the rejection sampler (a runner with speculation enabled), each with
+# one draft token per request; the value is the request kind its sampling metadata has.
+SPEC_KINDS = {"spec_random": "unseeded", "spec_greedy": "greedy", "spec_logprobs": "logprobs"}
 
 
 def make_metadata(kind: str, batch: int, device, seed: int = 0):
@@ -259,7 +275,8 @@ def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
 
     Everything runs under ``torch.inference_mode()`` as vLLM's execute_model does: Dynamo
     guards on grad mode and on inference tensors, so outside it a compiled helper would
-    recompile for a reason production never sees.
+    recompile for a reason production never sees. ``SPEC_KINDS`` go through the runner's
+    rejection sampler, as a decoding step with one draft token per request does.
     """
     import torch
 
@@ -267,17 +284,27 @@ def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
 
     out = []
     with torch.inference_mode():
-        metadata = make_metadata(kind, batch, runner.device, seed)
+        metadata = make_metadata(SPEC_KINDS.get(kind, kind), batch, runner.device, seed)
+        rows, call = batch, lambda logits: runner.sampler(logits=logits,
+                                                          sampling_metadata=metadata)
+        if kind in SPEC_KINDS:
+            if runner.rejection_sampler is None:
+                raise ValueError(f"{kind} needs a runner with speculation enabled")
+            from vllm.v1.spec_decode.metadata import SpecDecodeMetadata
+
+            spec = SpecDecodeMetadata.make_dummy([[0] for _ in range(batch)], runner.device)
+            rows = 2 * batch  # a draft token and a bonus token per request
+            call = lambda logits: runner.rejection_sampler(spec, None, logits, metadata)  # noqa: E731
         gen = torch.Generator(device=runner.device).manual_seed(seed + 1)
-        hidden = torch.rand(batch, runner.model.hidden_size, generator=gen,
+        hidden = torch.rand(rows, runner.model.hidden_size, generator=gen,
                             dtype=runner.model.dtype, device=runner.device)
         logits = runner.model.compute_logits(hidden)
         for _ in range(steps):
-            step_logits = logits.clone()  # the sampler may edit its input in place
+            step_logits = logits.clone()  # the samplers may edit their input in place
             _sync(runner.device)
             with JitEvents() as events:
                 begin = _now()
-                runner.sampler(logits=step_logits, sampling_metadata=metadata)
+                call(step_logits)
                 _sync(runner.device)
                 seconds = _now() - begin
             out.append((events, seconds))
