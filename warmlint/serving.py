@@ -37,6 +37,10 @@ class ServingRecorder(Recorder):
         else:
             self.cold.setdefault(div_key(state.div), (state.div, [], self.entry))[1].append(hit)
 
+    def hits_of(self, state: State) -> list:
+        got = self.cold.get(div_key(state.div))
+        return got[1] if got else []
+
     def config_test(self, interp, node, pred, context) -> None:
         self.warm.config_test(interp, node, pred, context)
 

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import libcst as cst
 
 from warmlint.interp import shims
+from warmlint.interp.reuse import replay_cold
 from warmlint.resolve import ClassRef, FuncRef
 from warmlint.state import State
 from warmlint.values import (
@@ -93,17 +96,40 @@ class CallMixin:
         frame = Frame(parsed, ref.module, ref.qualname, warmup=warm_frame)
         callee = state.evolve(env=env)
         reuse = self.reuse if self.mode == "serving" and node is not None else None
-        if reuse is not None and state.div is not None:
-            returned = reuse.lookup(node, ref, bound + list(args), kwargs, state)
-            if returned is not None:
-                return [(state, returned)]
-        if reuse is not None and state.div is None:
+        if reuse is None:
+            results = self.run_body(frame, parsed.node.body, callee)
+        elif state.div is None:
             reuse.begin()
             results = self.run_body(frame, parsed.node.body, callee)
             reuse.end(node, ref, bound + list(args), kwargs, state, results)
         else:
-            results = self.run_body(frame, parsed.node.body, callee)
+            return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs, state,
+                                   node)
         return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+
+    def _call_cold(self, reuse, ref, frame, callee: State, args, kwargs, state: State,
+                   node) -> list:
+        depth = len(self.stack)
+        returned = reuse.lookup(node, ref, args, kwargs, state)
+        if returned is not None:
+            return [(state, returned)]
+        if state.heap:  # an object under construction: its bindings are path state
+            results = self.run_body(frame, frame.fn.node.body, callee)
+            return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+        again = reuse.cold_lookup(node, ref, args, kwargs, state, depth)
+        if again is not None:
+            paths, hits = replay_cold(again, state)
+            stack = self.stack_names()
+            for hit in hits:
+                self.recorder.sink(self, state, replace(hit, stack=stack + hit.stack))
+            return paths
+        before = len(self.recorder.hits_of(state))
+        reuse.begin_cold()
+        results = self.run_body(frame, frame.fn.node.body, callee)
+        results = [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+        reuse.end_cold(node, ref, args, kwargs, state, depth, results,
+                       self.recorder.hits_of(state)[before:])
+        return results
 
     def call_lambda(self, fv: Lambda, args, kwargs, state: State) -> list:
         from warmlint.interp.core import Frame

@@ -198,10 +198,13 @@ class CondMixin:
                 if unwarmed and st.div is None:
                     st = st.evolve(div=self._divergence(test, site_node, outcome, deciding, multi,
                                                         disjunct), shadows=())
-                elif unwarmed and warm is not None and not _depends(lits, st.div):
-                    # A second, independent unwarmed outcome: that path belongs to the
-                    # divergence of its own (found on the warm path), not to this one.
-                    continue
+                elif unwarmed and warm is not None:
+                    inputs = frozenset().union(*(lit.inputs for lit in lits))
+                    self.reuse.note_div_test(inputs)
+                    if not inputs & st.div.inputs:
+                        # A second, independent unwarmed outcome: that path belongs to the
+                        # divergence of its own (found on the warm path), not to this one.
+                        continue
             out.append((st, truth, outcome))
         return out
 
@@ -232,10 +235,6 @@ def _keys(val: Value) -> set:
         elif isinstance(opt, Sym):
             keys.add(opt.key)
     return keys
-
-
-def _depends(lits, div: Divergence) -> bool:
-    return any(lit.inputs & div.inputs for lit in lits)
 
 
 def _name_test(node) -> tuple[str | None, str]:

@@ -60,6 +60,10 @@ class Recorder:
     def sink(self, interp: "Interp", state: State, hit: SinkHit) -> None:
         pass
 
+    def hits_of(self, state: State) -> list:
+        """The sinks recorded so far for this path's divergence."""
+        return []
+
     def registered(self, interp: "Interp", target: Value, state: State) -> None:
         pass
 

@@ -1,4 +1,4 @@
-"""Cold paths reuse the warm path's calls when nothing they know differs.
+"""Cold paths reuse earlier calls when nothing the callee reads differs.
 
 A cold state (a path past a divergence) that calls a function at the same call site, with
 the same arguments, as the warm path did, only behaves differently if the callee reads
@@ -6,6 +6,13 @@ something the two paths disagree on: a fact about a request input (``generators`
 truthy on one, falsy on the other). The warm call records the symbols its branches and
 kernel launches read; a cold call whose facts agree on all of them takes the warm call's
 return value instead of re-running the callee, whose sinks the warm path already reached.
+
+Cold paths also reuse each other's calls: every divergence runs the rest of the sampler on
+a path of its own, so one helper is called at one site with the same arguments once per
+divergence. A cold call that agrees with an earlier cold call on everything the callee
+read (facts, configs, and whether an unwarmed outcome it met shares request inputs with
+the divergence) takes that call's paths and records that call's sinks again for its own
+divergence instead of re-running the callee.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from warmlint.state import State
-from warmlint.values import Value, join_all, same
+from warmlint.values import Taint, Value, join_all, same
 
 
 @dataclass
@@ -26,26 +33,65 @@ class WarmCall:
     returned: Value
 
 
+@dataclass
+class ColdCall:
+    args: list
+    kwargs: dict
+    facts: dict  # the caller's, to tell what the callee learned
+    cfg: dict
+    pc: Taint
+    inputs: frozenset  # the divergence's request inputs
+    depth: int  # the stack's: depth and recursion limits
+    reads: set
+    div_tests: set  # inputs of unwarmed outcomes met: kept if they share the divergence's
+    results: list  # (State, Value) as the callee returned them
+    hits: list  # SinkHit recorded inside the callee, with the stacks they had
+
+
 class CallReuse:
+    enabled = True  # off only in tests, which check that reuse changes no result
+
     def __init__(self):
         self.calls: dict = {}  # (call site id, callee) -> [WarmCall]
-        self.reads: list = []  # one set per warm call being interpreted
+        self.cold: dict = {}  # (call site id, callee) -> [ColdCall]
+        self.reads: list = []  # one set per call being interpreted
+        self.div_tests: list = []  # one set per cold call being interpreted
 
     def note(self, keys: set) -> None:
         for reads in self.reads:
             reads |= keys
 
     def lookup(self, site, callee, args, kwargs, state: State) -> Value | None:
-        for call in self.calls.get((id(site), callee), ()):
-            if (_same_args(call.args, args) and call.kwargs.keys() == kwargs.keys()
-                    and _same_args([call.kwargs[k] for k in kwargs], list(kwargs.values()))
-                    and call.cfg == state.cfg
-                    and all(call.facts.get(k) == state.facts.get(k) for k in call.reads)):
+        for call in self.calls.get((id(site), callee), ()) if self.enabled else ():
+            if (_same_call(call.args, call.kwargs, args, kwargs) and call.cfg == state.cfg
+                    and _agree(call.facts, state.facts, call.reads)):
                 return call.returned
+        return None
+
+    def cold_lookup(self, site, callee, args, kwargs, state: State, depth: int):
+        for call in self.cold.get((id(site), callee), ()) if self.enabled else ():
+            if (call.depth == depth and call.cfg == state.cfg and call.pc == state.pc
+                    and all(bool(t & call.inputs) == bool(t & state.div.inputs)
+                            for t in call.div_tests)
+                    and _same_call(call.args, call.kwargs, args, kwargs)
+                    and _agree(call.facts, state.facts, call.reads)):
+                self.note(call.reads)
+                for tests in self.div_tests:
+                    tests |= call.div_tests
+                return call
         return None
 
     def begin(self) -> None:
         self.reads.append(set())
+
+    def begin_cold(self) -> None:
+        self.begin()
+        self.div_tests.append(set())
+
+    def note_div_test(self, inputs: frozenset) -> None:
+        """An unwarmed outcome on a cold path, kept or dropped by its inputs (conds.py)."""
+        for tests in self.div_tests:
+            tests.add(inputs)
 
     def end(self, site, callee, args, kwargs, state: State, results: list) -> None:
         reads = self.reads.pop()
@@ -55,6 +101,39 @@ class CallReuse:
             entry = WarmCall(list(args), dict(kwargs), state.facts, state.cfg, reads,
                              join_all(warm))
             self.calls.setdefault((id(site), callee), []).append(entry)
+
+    def end_cold(self, site, callee, args, kwargs, state: State, depth: int, results: list,
+                 hits: list) -> None:
+        reads, div_tests = self.reads.pop(), self.div_tests.pop()
+        self.note(reads)
+        self.cold.setdefault((id(site), callee), []).append(ColdCall(
+            list(args), dict(kwargs), state.facts, state.cfg, state.pc, state.div.inputs,
+            depth, reads, div_tests, results, hits))
+
+
+def replay_cold(call: ColdCall, state: State) -> tuple[list, list]:
+    """The reused call's paths and sinks, rebased on ``state``'s path (the facts it had
+    there, plus what the callee learned); sink stacks keep the callee's own frames."""
+    from dataclasses import replace
+
+    paths = [(state.evolve(facts=_rebase(st.facts, call, state), cfg=st.cfg, heap=st.heap), value)
+             for st, value in call.results]
+    return paths, [replace(hit, facts=_rebase(hit.facts, call, state),
+                           stack=hit.stack[call.depth:]) for hit in call.hits]
+
+
+def _rebase(facts: dict, call: ColdCall, state: State) -> dict:
+    learned = {k: v for k, v in facts.items() if call.facts.get(k) != v}
+    return {**state.facts, **learned} if learned else state.facts
+
+
+def _agree(facts_a: dict, facts_b: dict, keys: set) -> bool:
+    return all(facts_a.get(k) == facts_b.get(k) for k in keys)
+
+
+def _same_call(args_a: list, kwargs_a: dict, args_b: list, kwargs_b: dict) -> bool:
+    return (_same_args(args_a, args_b) and kwargs_a.keys() == kwargs_b.keys()
+            and _same_args([kwargs_a[k] for k in kwargs_b], list(kwargs_b.values())))
 
 
 def _same_args(a: list, b: list) -> bool:
