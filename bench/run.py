@@ -35,7 +35,14 @@ PY = str(VENV / "python")
 SAMPLER = "vllm/v1/sample/sampler.py"
 COLD, WARM = "warmlint cold (empty cache)", "warmlint warm (unchanged tree)"
 TOUCHED = "warmlint touched sampler.py (comment appended)"
-EDITED = "warmlint edited sampler.py (line added on top)"
+MOVED = "warmlint moved sampler.py (comment line added on top)"
+EDITED = "warmlint edited sampler.py (statement appended)"
+# label -> (copy suffix, edit of sampler.py's text): after a run that filled the cache
+EDITS = {
+    TOUCHED: ("touched", lambda text: text + "# touched by bench/run.py\n"),  # moves nothing
+    MOVED: ("moved", lambda text: "# moved by bench/run.py\n" + text),  # moves every line
+    EDITED: ("edited", lambda text: text + "_EDITED_BY_BENCH = 1\n"),  # new code: re-run
+}
 FILES, SPANS = "floor: LibCST parse of files read", "floor: LibCST parse of spans parsed"
 RUFF, FIXIT = "ruff check --select E9 --no-cache", "Fixit 2.2.1, one no-op rule"
 MARKER = "<!-- analysis: hand-written below this line; bench/run.py keeps it when rewriting -->"
@@ -169,12 +176,12 @@ def fresh_dir(scratch: Path, prefix: str, like: Path | None = None) -> Path:
 def prepare(version: str, releases: Path, scratch: Path) -> dict:
     """Copies of the release outside the repo (Fixit's walker skips the gitignored .cache/),
     a touched copy with the cache of its unchanged state, a probe of each mode, file lists."""
-    tree, touched = scratch / f"vllm-{version}", scratch / f"vllm-{version}-touched"
-    edited, esnap = scratch / f"vllm-{version}-edited", scratch / f"cache-{version}-edited"
-    warm, snap = scratch / f"cache-{version}-warm", scratch / f"cache-{version}-touched"
-    for path in (tree, touched, edited, warm, snap, esnap):
+    tree, warm = scratch / f"vllm-{version}", scratch / f"cache-{version}-warm"
+    copies = {label: (scratch / f"vllm-{version}-{suffix}", scratch / f"cache-{version}-{suffix}")
+              for label, (suffix, _) in EDITS.items()}
+    for path in (tree, warm, *(p for pair in copies.values() for p in pair)):
         shutil.rmtree(path, ignore_errors=True)
-    for path in (tree, touched, edited):
+    for path in (tree, *(copy for copy, _ in copies.values())):
         shutil.copytree(releases / f"vllm-{version}", path)
 
     def probed(mode: str, target: Path, cache: Path) -> dict:
@@ -184,18 +191,20 @@ def prepare(version: str, releases: Path, scratch: Path) -> dict:
 
     run_once(warmlint(tree, fresh_dir(scratch, "cold-")))  # untimed: compiles .pyc, fills the page cache
     probes = {"cold": probed("cold", tree, warm), "warm": probed("warm", tree, warm)}
-    run_once(warmlint(touched, snap))  # the cache of the unchanged copy, then the edit:
-    with open(touched / SAMPLER, "a") as fh:
-        fh.write("# touched by bench/run.py\n")
+    for label, (copy, snap) in copies.items():
+        run_once(warmlint(copy, snap))  # the cache of the unchanged copy, then the edit
+        (copy / SAMPLER).write_text(EDITS[label][1]((copy / SAMPLER).read_text()))
+    touched, snap = copies[TOUCHED]
     probes["touched"] = probed("touched", touched, fresh_dir(scratch, "probe-", like=snap))
-    run_once(warmlint(edited, esnap))  # an edit that moves every line of the file: a real re-run
-    text = (edited / SAMPLER).read_text()
-    (edited / SAMPLER).write_text("# edited by bench/run.py\n" + text)
     lists = {kind: scratch / f"{kind}-{version}.json" for kind in ("files", "spans")}
     for kind, path in lists.items():
         path.write_text(json.dumps(probes["cold"][kind]))
-    return {"tree": tree, "touched": touched, "warm": warm, "snap": snap, "edited": edited,
-            "esnap": esnap, "probes": probes, "lists": lists}
+    return {"tree": tree, "warm": warm, "copies": copies, "probes": probes, "lists": lists}
+
+
+def _edited_run(copy_and_snap: tuple, scratch: Path) -> list:
+    copy, snap = copy_and_snap
+    return warmlint(copy, fresh_dir(scratch, "edit-", like=snap))
 
 
 def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
@@ -205,8 +214,7 @@ def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
         ("python + import libcst", lambda: [PY, "-c", "import libcst"]),
         (COLD, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"))),
         (WARM, lambda: warmlint(p["tree"], p["warm"])),
-        (TOUCHED, lambda: warmlint(p["touched"], fresh_dir(scratch, "t-", like=p["snap"]))),
-        (EDITED, lambda: warmlint(p["edited"], fresh_dir(scratch, "e-", like=p["esnap"]))),
+        *((label, functools.partial(_edited_run, p["copies"][label], scratch)) for label in EDITS),
         (FILES, lambda: [PY, ME, "--parse", "files", str(p["lists"]["files"])]),
         (SPANS, lambda: [PY, ME, "--parse", "spans", str(p["lists"]["spans"])]),
         (RUFF, lambda: [str(VENV / "ruff"), "check", "--select", "E9", "--no-cache", str(p["tree"])]),
@@ -280,20 +288,21 @@ def ratios_and_goals(results: dict) -> list[str]:
         ratios += [md(v, name, fmt(q(a, b), 2), fmt(q(a, b, "cpu"), 2)) for name, a, b in [
             ("cold / floor(files read)", COLD, FILES), ("cold / floor(function spans parsed)", COLD, SPANS),
             ("Fixit / cold", FIXIT, COLD), ("warm / ruff E9", WARM, RUFF), ("touched / cold", TOUCHED, COLD),
-            ("edited / cold", EDITED, COLD)]]
+            ("moved / cold", MOVED, COLD), ("edited / cold", EDITED, COLD)]]
         ratios.append(md(v, "cold / floor(files read), in-process (stats.seconds / parse loop)",
                          fmt(q(COLD, FILES, "inner"), 2), "-"))
         rss = max(row["rss"] for label, row in r.items() if label.startswith("warmlint"))
-        cold_floor, fixit, warm, ruff, touched, edited = (
+        cold_floor, fixit, warm, ruff, touched, moved, edited = (
             q(COLD, FILES), q(FIXIT, COLD), r[WARM]["median"], r[RUFF]["median"],
-            r[TOUCHED]["median"], r[EDITED]["median"])
+            r[TOUCHED]["median"], r[MOVED]["median"], r[EDITED]["median"])
         goals += [md(v, goal, shown, "met" if ok else "**missed**") for goal, shown, ok in [
             ("cold <= 1.3 x LibCST floor of files read", f"{cold_floor:.2f} x", cold_floor <= 1.3),
             ("cold >= 200 x faster than Fixit", "not run" if fixit is None else f"{fixit:.0f} x",
              fixit is not None and fixit >= 200),
             ("warm <= 0.3 s and faster than ruff E9", f"{warm:.3f} s (ruff {ruff:.3f} s)", warm <= min(0.3, ruff)),
             ("touched sampler.py <= 1 s: a comment appended", f"{touched:.3f} s", touched <= 1),
-            ("touched sampler.py <= 1 s: a line added on top", f"{edited:.3f} s", edited <= 1),
+            ("touched sampler.py <= 1 s: a comment line added on top", f"{moved:.3f} s", moved <= 1),
+            ("touched sampler.py <= 1 s: a statement appended", f"{edited:.3f} s", edited <= 1),
             ("peak RSS <= 500 MB", f"{rss:.0f} MB", rss <= 500)]]
     return ratios + [""] + goals
 

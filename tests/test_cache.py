@@ -34,18 +34,46 @@ def test_comment_only_edits_reuse_the_result(tmp_path):
     assert _run(root, cache)[0] == "hit"  # not a module: cannot change an import
 
 
-def test_edits_that_move_or_change_code_rerun(tmp_path):
+def _findings(root: Path, *args: str) -> list:
+    proc = run_cli("check", "--format", "json", "--select", "WL001,WL004", *args, str(root),
+                   check_json=True)
+    return proc.json["stats"].get("cache"), proc.json["findings"]
+
+
+def test_edits_that_only_move_code_move_the_result(tmp_path):
+    """A comment line above a finding, a blank line, a re-wrapped call: the stored result
+    holds with its positions moved, and equals what a fresh analysis reports."""
+    root, cache = make_tree(tmp_path), ("--cache-dir", str(tmp_path / "cache"))
+    status, first = _findings(root, *cache)
+    assert status == "miss" and any(f["path"] == TOPK for f in first)
+    topk = (root / TOPK).read_text()
+    (root / TOPK).write_text("# one more line on top\n\n" + topk)
+    sampler = (root / SAMPLER).read_text()
+    wrapped = ("self.topk_topp_sampler(\n            logits, sampling_metadata.generators, "
+               "sampling_metadata.top_k,\n            sampling_metadata.top_p)")
+    assert wrapped in sampler
+    sampler = sampler.replace(wrapped, wrapped.replace("\n           ", ""))
+    sampler = sampler.replace("        if num_logprobs is not None:\n",
+                              "        # why: asked per request\n        if num_logprobs is not None:\n", 1)
+    (root / SAMPLER).write_text(sampler)
+    status, moved = _findings(root, *cache)
+    assert status == "hit"
+    assert moved == _findings(root, "--no-cache")[1]
+    assert [f["line"] for f in moved if f["path"] == TOPK] == \
+        [f["line"] + 2 for f in first if f["path"] == TOPK]
+    assert _findings(root, *cache)[0] == "hit"  # re-stored with the moved positions
+
+
+def test_edits_that_change_code_rerun(tmp_path):
     root, cache = make_tree(tmp_path), tmp_path / "cache"
     _, first, _ = _run(root, cache)
-    text = (root / TOPK).read_text()
-    (root / TOPK).write_text("# one more line on top\n" + text)
-    status, moved, _ = _run(root, cache)
-    assert status == "miss" and [ln for p, ln, _ in moved if p == TOPK] == \
-        [ln + 1 for p, ln, _ in first if p == TOPK]
+    assert any(p == TOPK for p, _, _ in first)
     for edit in VARIANTS["seeded_fixed"]["edit"]:
         apply_edit(root, edit)
     status, fixed, _ = _run(root, cache)
     assert status == "miss" and not any(p == TOPK for p, _, _ in fixed)
+    (root / SAMPLER).write_text((root / SAMPLER).read_text().replace("_EPS = 1e-5", "_EPS = 1e-6"))
+    assert _run(root, cache)[0] == "miss"  # a constant: same positions, other code
 
 
 def test_a_new_module_next_to_one_read_reruns(tmp_path):

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmlint import __version__
+from warmlint import __version__, shift
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
 from warmlint.index import code_digest
@@ -56,6 +56,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)
+    report.sources = tree.bytes_read()
     report.facts = facts  # for `warmlint fix`; not part of the JSON
     return report
 
@@ -89,7 +90,8 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
     report = analyze_tree(root, settings, cache)
     if cache is not None:
         payload = dict(report.to_json(), files=report.files)
-        cache.put_result(key, report.deps, payload, report.codes)
+        cache.put_result(key, report.deps, payload, report.codes,
+                         shift.anchors(payload, report.sources))
         report.stats["cache"] = "miss"
     report.stats["seconds"] = round(time.perf_counter() - started, 3)
     return report

@@ -18,6 +18,7 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warmlint.shift import tree_digest
 from warmlint.summary_cache import SummaryCache
 
 
@@ -69,7 +70,7 @@ class ModuleTOC:
     guarded: dict[str, str] = field(default_factory=dict)
     # module globals some function rebinds (`global _PP; _PP = ...`): not constants
     mutable: set = field(default_factory=set)
-    # digest of the code without comments or layout that moves nothing (see code_digest)
+    # digests of the code without comments, with and without positions (see code_digest)
     code_digest: str = ""
 
 
@@ -123,16 +124,11 @@ def decode_source(source: bytes, rel_path: str) -> str:
         raise IndexError_(rel_path, line, f"not valid UTF-8 ({exc.reason})") from None
 
 
-def _tree_digest(tree: ast.AST) -> str:
-    # Positions are included: findings carry lines and columns, so only edits that move
-    # nothing (a comment at the end of a line or of the file, trailing blanks) keep it.
-    return hashlib.sha1(ast.dump(tree, include_attributes=True).encode()).hexdigest()
-
-
 def code_digest(source: bytes, rel_path: str) -> str | None:
-    """The digest ``build_toc`` records, for a file's current bytes; None if unparsable."""
+    """The digest ``build_toc`` records (``shift.tree_digest``: the code with positions and
+    without), for a file's current bytes; None if unparsable."""
     try:
-        return _tree_digest(ast.parse(decode_source(source, rel_path), filename=rel_path))
+        return tree_digest(ast.parse(decode_source(source, rel_path), filename=rel_path))
     except (IndexError_, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -146,7 +142,7 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> Modu
         raise IndexError_(rel_path, exc.lineno or 1, f"syntax error: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
-    toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=_tree_digest(tree))
+    toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=tree_digest(tree))
     _collect(toc, tree.body, is_package, guard=None)
     if "global" in text:  # the walk costs more than the test, and few modules need it
         toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global)
@@ -335,6 +331,10 @@ class SourceTree:
         if name not in self._sources:
             self._sources[name] = decode_source(self._data[name], self.modules[name][0])
         return self._sources[name]
+
+    def bytes_read(self) -> dict[str, bytes]:
+        """rel path -> the bytes each table of contents was built from."""
+        return {self.modules[name][0]: data for name, data in self._data.items()}
 
     def lines(self, name: str) -> list[str]:
         return self.source(name).splitlines(keepends=True)

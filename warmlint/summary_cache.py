@@ -17,6 +17,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
+from warmlint import shift
+
 
 def default_cache_dir() -> Path:
     """``$WARMLINT_CACHE_DIR``, else ``$XDG_CACHE_HOME/warmlint``, else ``~/.cache/warmlint``."""
@@ -44,10 +46,14 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         raise
 
 
+# What the entries hold; bumped when that changes (2: code digests with shapes, anchors).
+FORMAT = 2
+
+
 class SummaryCache:
     def __init__(self, directory: Path, salt: str):
         self.dir = directory
-        self.salt = hashlib.sha1(salt.encode()).hexdigest()[:16]
+        self.salt = hashlib.sha1(f"{FORMAT}:{salt}".encode()).hexdigest()[:16]
 
     # -- per-file tables of contents -----------------------------------------------
     def _toc_path(self, digest: str) -> Path:
@@ -81,15 +87,17 @@ class SummaryCache:
 
     def get_result(self, key: str, root: Path, code_digest: Callable | None = None):
         """The stored result if every dependency still holds, else None. A file that
-        changed only in ways ``code_digest(bytes, rel)`` ignores (a comment) still holds;
-        the entry is then re-stored with its new digest, so the next run is a plain hit."""
+        changed only in ways ``code_digest(bytes, rel)`` ignores (a comment) still holds; a
+        file whose code only moved (same shape, ``shift.py``) holds with the result's
+        positions moved. The entry is then re-stored, so the next run is a plain hit."""
         try:
             payload = json.loads(self._result_path(key).read_text())
         except (OSError, ValueError):
             return None
         if not isinstance(payload, dict) or "deps" not in payload or "result" not in payload:
             return None
-        deps, codes, changed = dict(payload["deps"]), payload.get("codes", {}), False
+        deps, codes = dict(payload["deps"]), dict(payload.get("codes", {}))
+        changed, moved = False, {}
         for rel, digest in payload["deps"].items():
             try:
                 if rel.startswith("dir:"):
@@ -102,16 +110,26 @@ class SummaryCache:
             current = hashlib.sha1(data).hexdigest()
             if current == digest:
                 continue
-            if code_digest is None or not codes.get(rel) or code_digest(data, rel) != codes[rel]:
+            now = code_digest(data, rel) if code_digest and codes.get(rel) else None
+            if now is None or not shift.same_shape(now, codes[rel]):
                 return None
+            if now != codes[rel]:
+                moved[rel], codes[rel] = data, now
             deps[rel], changed = current, True
+        result, anchors = payload["result"], payload.get("anchors", {})
+        if moved:
+            got = shift.move(result, anchors, moved)
+            if got is None:
+                return None
+            result, anchors = got
         if changed:
-            self.put_result(key, deps, payload["result"], codes)
-        return payload["result"]
+            self.put_result(key, deps, result, codes, anchors)
+        return result
 
     def put_result(self, key: str, deps: dict[str, str], result: Any,
-                   codes: dict[str, str] | None = None) -> None:
-        data = json.dumps({"deps": deps, "codes": codes or {}, "result": result}).encode()
+                   codes: dict[str, str] | None = None, anchors: dict | None = None) -> None:
+        data = json.dumps({"deps": deps, "codes": codes or {}, "anchors": anchors or {},
+                           "result": result}).encode()
         try:
             atomic_write(self._result_path(key), data)
         except OSError:
