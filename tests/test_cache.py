@@ -8,6 +8,8 @@ from conftest import VARIANTS, apply_edit, make_tree, run_cli
 
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
 SAMPLER = "vllm/v1/sample/sampler.py"
+WRAPPED = ("self.topk_topp_sampler(\n            logits, sampling_metadata.generators, "
+           "sampling_metadata.top_k,\n            sampling_metadata.top_p)")
 
 
 def _run(root: Path, cache: Path):
@@ -41,20 +43,18 @@ def _findings(root: Path, *args: str) -> list:
 
 
 def test_edits_that_only_move_code_move_the_result(tmp_path):
-    """A comment line above a finding, a blank line, a re-wrapped call: the stored result
-    holds with its positions moved, and equals what a fresh analysis reports."""
+    """Comment lines and blank lines above a finding, and inside a multi-line call: the
+    stored result holds with its positions moved, and equals what a fresh run reports."""
     root, cache = make_tree(tmp_path), ("--cache-dir", str(tmp_path / "cache"))
     status, first = _findings(root, *cache)
     assert status == "miss" and any(f["path"] == TOPK for f in first)
-    topk = (root / TOPK).read_text()
-    (root / TOPK).write_text("# one more line on top\n\n" + topk)
+    (root / TOPK).write_text("# one more line on top\n\n" + (root / TOPK).read_text())
     sampler = (root / SAMPLER).read_text()
-    wrapped = ("self.topk_topp_sampler(\n            logits, sampling_metadata.generators, "
-               "sampling_metadata.top_k,\n            sampling_metadata.top_p)")
-    assert wrapped in sampler
-    sampler = sampler.replace(wrapped, wrapped.replace("\n           ", ""))
+    assert sampler.count(WRAPPED) == 1
+    sampler = sampler.replace(WRAPPED, WRAPPED.replace(
+        "sampling_metadata.top_k,\n", "sampling_metadata.top_k,\n            # and top-p:\n"))
     sampler = sampler.replace("        if num_logprobs is not None:\n",
-                              "        # why: asked per request\n        if num_logprobs is not None:\n", 1)
+                              "        # why: asked per request\n\n        if num_logprobs is not None:\n", 1)
     (root / SAMPLER).write_text(sampler)
     status, moved = _findings(root, *cache)
     assert status == "hit"
@@ -62,6 +62,29 @@ def test_edits_that_only_move_code_move_the_result(tmp_path):
     assert [f["line"] for f in moved if f["path"] == TOPK] == \
         [f["line"] + 2 for f in first if f["path"] == TOPK]
     assert _findings(root, *cache)[0] == "hit"  # re-stored with the moved positions
+
+
+def test_a_comment_line_inside_a_condition_changes_no_message(tmp_path):
+    root, cache = make_tree(tmp_path), ("--cache-dir", str(tmp_path / "cache"))
+    one_line, split = "if (k is None and p is None) or generators:", \
+        "if ((k is None and p is None)\n                or generators):"
+    (root / TOPK).write_text((root / TOPK).read_text().replace(one_line, split))
+    status, first = _findings(root, *cache)
+    assert status == "miss" and any(f["condition"] == "((k is None and p is None) or generators)"
+                                    for f in first)
+    (root / TOPK).write_text((root / TOPK).read_text().replace(
+        split, split.replace("\n", "\n                # a seeded batch falls back too\n")))
+    status, moved = _findings(root, *cache)
+    assert status == "hit" and moved == _findings(root, "--no-cache")[1]
+
+
+def test_reformatting_reruns(tmp_path):
+    """A re-wrapped call is the same ast, but the source texts in messages change."""
+    root, cache = make_tree(tmp_path), ("--cache-dir", str(tmp_path / "cache"))
+    _findings(root, *cache)
+    sampler = (root / SAMPLER).read_text()
+    (root / SAMPLER).write_text(sampler.replace(WRAPPED, WRAPPED.replace("\n           ", "")))
+    assert _findings(root, *cache)[0] == "miss"
 
 
 def test_edits_that_change_code_rerun(tmp_path):

@@ -6,6 +6,8 @@ and map back to the file's own line and column numbers.
 
 from __future__ import annotations
 
+import io
+import tokenize
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -30,10 +32,11 @@ class ParsedFunction:
         return self.info.qualname
 
     def code(self, node: cst.CSTNode) -> str:
-        """``node``'s source on one line; memoized, since every config leaf asks again."""
+        """``node``'s source on one line, without comments; memoized, since every config
+        leaf asks again."""
         text = self._code.get(node)
         if text is None:
-            text = self._code[node] = " ".join(self.wrapper_module.code_for_node(node).split())
+            text = self._code[node] = one_line(self.wrapper_module.code_for_node(node))
         return text
 
     def position(self, node: cst.CSTNode) -> tuple[int, int]:
@@ -86,6 +89,23 @@ class FunctionLoader:
             raise IndexError_(rel, info.start, f"cannot locate {info.qualname} in its span")
         shift = info.start - (2 if indented else 1)
         return ParsedFunction(module, rel, info, node, wrapper_module, shift)
+
+
+def one_line(code: str) -> str:
+    """Source text on one line. Comments go: inside a multi-line condition they would
+    swallow the rest of it, and messages must not change when only a comment does."""
+    if "#" in code:
+        lines = code.splitlines(keepends=True)
+        try:
+            tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
+        except (tokenize.TokenError, IndentationError, SyntaxError):
+            tokens = []
+        for tok in reversed(tokens):
+            if tok.type == tokenize.COMMENT:
+                row, col = tok.start
+                lines[row - 1] = lines[row - 1][:col] + "\n"
+        code = "".join(lines)
+    return " ".join(code.split())
 
 
 def _find_def(module: cst.Module) -> cst.FunctionDef | None:

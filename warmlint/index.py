@@ -128,7 +128,8 @@ def code_digest(source: bytes, rel_path: str) -> str | None:
     """The digest ``build_toc`` records (``shift.tree_digest``: the code with positions and
     without), for a file's current bytes; None if unparsable."""
     try:
-        return tree_digest(ast.parse(decode_source(source, rel_path), filename=rel_path))
+        text = decode_source(source, rel_path)
+        return tree_digest(ast.parse(text, filename=rel_path), text)
     except (IndexError_, SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 
@@ -142,7 +143,7 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> Modu
         raise IndexError_(rel_path, exc.lineno or 1, f"syntax error: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
-    toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=tree_digest(tree))
+    toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=tree_digest(tree, text))
     _collect(toc, tree.body, is_package, guard=None)
     if "global" in text:  # the walk costs more than the test, and few modules need it
         toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global)

@@ -1,9 +1,12 @@
 """Stored results survive edits that only move code.
 
-A comment or blank line added above a branch, or a call re-wrapped by a formatter, changes
-no code but moves every position below it. A file's code digest is two digests of its
-``ast``: with positions (``code``) and without (``shape``). When a changed file keeps its
-shape, the stored result is still the analysis of that file's code, at other places. For
+A comment line or a blank line added above a branch changes no code but moves every
+position below it. A file's code digest is two digests: its ``ast`` with positions
+(``code``), and its *shape*: the ``ast`` without positions plus its lines of code (blank
+and comment-only lines left out, so every code line keeps its bytes and its columns, and
+the source texts in messages stay what a fresh run would show; a re-wrapped call or a
+change of quotes is a new shape). When a changed file keeps its shape, the stored result
+is still the analysis of that file's code, at other lines. For
 each position the result reports in a file, the cache stores the ``ast`` node it sits on
 (its index in ``ast.walk`` order, which two trees of one shape share) and the column
 offset from that node's start; moving the result means reading each node's new position.
@@ -20,15 +23,21 @@ import re
 _POSITIONS = re.compile(r"(?:, )?lineno=\d+, col_offset=\d+, end_lineno=\d+, end_col_offset=\d+(?=\))")
 
 
-def tree_digest(tree: ast.AST) -> str:
-    """``code/shape``: the code with its positions, and without them."""
+def tree_digest(tree: ast.AST, source: str) -> str:
+    """``code/shape`` of a module's tree and its source text."""
     text = ast.dump(tree, include_attributes=True)
-    shape = _POSITIONS.sub("", text)
-    return f"{_sha1(text)}/{_sha1(shape)}"
+    code_lines = "\n".join(line.rstrip() for line in source.splitlines()
+                           if line.strip() and not line.lstrip().startswith("#"))
+    return f"{_sha1(text)}/{_sha1(_POSITIONS.sub('', text) + chr(0) + code_lines)}"
 
 
-def same_shape(a: str, b: str) -> bool:
-    return "/" in a and a.rpartition("/")[2] == b.rpartition("/")[2]
+def compare(now: str, stored: str) -> str | None:
+    """"same" (only comments changed, nothing moved), "moved", or None (new code)."""
+    if now.partition("/")[0] == stored.partition("/")[0]:
+        return "same"
+    if "/" in now and now.rpartition("/")[2] == stored.rpartition("/")[2]:
+        return "moved"
+    return None
 
 
 def anchors(result, sources: dict) -> dict:

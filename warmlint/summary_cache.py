@@ -46,8 +46,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         raise
 
 
-# What the entries hold; bumped when that changes (2: code digests with shapes, anchors).
-FORMAT = 2
+# What the entries hold; bumped when that changes (3: code digests with shapes, and anchors).
+FORMAT = 3
 
 
 class SummaryCache:
@@ -111,11 +111,12 @@ class SummaryCache:
             if current == digest:
                 continue
             now = code_digest(data, rel) if code_digest and codes.get(rel) else None
-            if now is None or not shift.same_shape(now, codes[rel]):
+            how = shift.compare(now, codes[rel]) if now else None
+            if how is None:
                 return None
-            if now != codes[rel]:
-                moved[rel], codes[rel] = data, now
-            deps[rel], changed = current, True
+            if how == "moved":
+                moved[rel] = data
+            deps[rel], codes[rel], changed = current, now, True
         result, anchors = payload["result"], payload.get("anchors", {})
         if moved:
             got = shift.move(result, anchors, moved)
