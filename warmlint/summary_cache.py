@@ -46,8 +46,8 @@ def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
         raise
 
 
-# What the entries hold; bumped when that changes (3: code digests with shapes, and anchors).
-FORMAT = 3
+# What the entries hold; bumped when that changes (4: code digests with shapes, anchors by line of code).
+FORMAT = 4
 
 
 class SummaryCache:
@@ -119,7 +119,10 @@ class SummaryCache:
             deps[rel], codes[rel], changed = current, now, True
         result, anchors = payload["result"], payload.get("anchors", {})
         if moved:
-            got = shift.move(result, anchors, moved)
+            try:
+                got = shift.move(result, anchors, moved)
+            except (TypeError, ValueError, AttributeError, KeyError):
+                got = None  # a damaged entry: never trusted
             if got is None:
                 return None
             result, anchors = got
