@@ -96,26 +96,24 @@ class CallMixin:
         frame = Frame(parsed, ref.module, ref.qualname, warmup=warm_frame)
         callee = state.evolve(env=env)
         reuse = self.reuse if self.mode == "serving" and node is not None else None
-        if reuse is None:
-            results = self.run_body(frame, parsed.node.body, callee)
-        elif state.div is None:
+        if reuse is not None and state.div is not None:
+            returned = reuse.lookup(node, ref, bound + list(args), kwargs, state)
+            if returned is not None:
+                return [(state, returned)]
+            if not state.heap:  # an object under construction: its bindings are path state
+                return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
+                                       state, node)
+        if reuse is not None and state.div is None:
             reuse.begin()
             results = self.run_body(frame, parsed.node.body, callee)
             reuse.end(node, ref, bound + list(args), kwargs, state, results)
         else:
-            return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs, state,
-                                   node)
-        return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+            results = self.run_body(frame, parsed.node.body, callee)
+        return _back_in(state, results)
 
     def _call_cold(self, reuse, ref, frame, callee: State, args, kwargs, state: State,
                    node) -> list:
         depth = len(self.stack)
-        returned = reuse.lookup(node, ref, args, kwargs, state)
-        if returned is not None:
-            return [(state, returned)]
-        if state.heap:  # an object under construction: its bindings are path state
-            results = self.run_body(frame, frame.fn.node.body, callee)
-            return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
         again = reuse.cold_lookup(node, ref, args, kwargs, state, depth)
         if again is not None:
             paths, hits = replay_cold(again, state)
@@ -125,8 +123,7 @@ class CallMixin:
             return paths
         before = len(self.recorder.hits_of(state))
         reuse.begin_cold()
-        results = self.run_body(frame, frame.fn.node.body, callee)
-        results = [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+        results = _back_in(state, self.run_body(frame, frame.fn.node.body, callee))
         reuse.end_cold(node, ref, args, kwargs, state, depth, results,
                        self.recorder.hits_of(state)[before:])
         return results
@@ -147,7 +144,7 @@ class CallMixin:
                 self.stack.pop()
         else:
             results = self.run_body(frame, fv.node.body, callee)
-        return [(cs.evolve(env=state.env, pc=state.pc), val) for cs, val in results]
+        return _back_in(state, results)
 
     def bind(self, params: cst.Parameters, args: list, kwargs: dict, module: str, fn) -> dict:
         positional = list(params.posonly_params) + list(params.params)
@@ -257,6 +254,11 @@ class CallMixin:
             bound = bind_given(params, args, kwargs)
         self.hit("triton", f"triton:{kernel.ref.dotted}", kernel.ref.qualname, node, state, bound)
         return [(state, Const(None))]
+
+
+def _back_in(caller: State, results: list) -> list:
+    """A callee's (state, value) pairs seen from the caller: its locals and branch taint."""
+    return [(cs.evolve(env=caller.env, pc=caller.pc), val) for cs, val in results]
 
 
 def bind_given(params: list, args: list, kwargs: dict) -> dict:
