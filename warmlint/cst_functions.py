@@ -6,14 +6,12 @@ and map back to the file's own line and column numbers.
 
 from __future__ import annotations
 
-import io
-import tokenize
 from dataclasses import dataclass, field
 
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from warmlint.index import FuncInfo, IndexError_, SourceTree
+from warmlint.index import FuncInfo, IndexError_, SourceTree, comments
 
 
 @dataclass(eq=False)
@@ -96,14 +94,9 @@ def one_line(code: str) -> str:
     swallow the rest of it, and messages must not change when only a comment does."""
     if "#" in code:
         lines = code.splitlines(keepends=True)
-        try:
-            tokens = list(tokenize.generate_tokens(io.StringIO(code).readline))
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            tokens = []
-        for tok in reversed(tokens):
-            if tok.type == tokenize.COMMENT:
-                row, col = tok.start
-                lines[row - 1] = lines[row - 1][:col] + "\n"
+        for tok in comments(code):
+            row, col = tok.start
+            lines[row - 1] = lines[row - 1][:col] + "\n"
         code = "".join(lines)
     return " ".join(code.split())
 

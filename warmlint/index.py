@@ -124,6 +124,18 @@ def decode_source(source: bytes, rel_path: str) -> str:
         raise IndexError_(rel_path, line, f"not valid UTF-8 ({exc.reason})") from None
 
 
+def comments(source: str) -> list:
+    """The COMMENT tokens of ``source``, up to the first place it cannot be tokenized."""
+    found = []
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:
+                found.append(tok)
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    return found
+
+
 def code_digest(source: bytes, rel_path: str) -> str | None:
     """The digest ``build_toc`` records (``shift.tree_digest``: the code with positions and
     without), for a file's current bytes; None if unparsable."""

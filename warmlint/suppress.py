@@ -11,13 +11,12 @@ read only; suppressions that match nothing are handed to the meta rule WL100.
 from __future__ import annotations
 
 import ast
-import io
 import re
-import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmlint.findings import sort_key
+from warmlint.index import comments
 
 # The body ends at the next '#', so another pragma (a noqa list, say) may follow it.
 PRAGMA = re.compile(r"#\s*warmlint\s*:(?P<body>[^#]*)")
@@ -65,15 +64,9 @@ def parse_comment(path: str, line: int, col: int, comment: str) -> Suppression |
 
 
 def scan_source(path: str, source: str) -> list[Suppression]:
-    found = []
-    try:
-        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
-            if tok.type == tokenize.COMMENT:
-                sup = parse_comment(path, tok.start[0], tok.start[1], tok.string)
-                if sup is not None:
-                    found.append(sup)
-    except (tokenize.TokenError, SyntaxError):
-        return found  # the analysis already reported what it could not parse
+    # Up to what tokenizes: the analysis already reported what it could not parse.
+    found = [sup for tok in comments(source)
+             if (sup := parse_comment(path, tok.start[0], tok.start[1], tok.string)) is not None]
     if found:
         _name_functions(source, found)
     return found
