@@ -11,18 +11,18 @@ from dataclasses import dataclass, field
 from warmlint.configs import Assumptions, Decision, enumerate_leaves
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
-from warmlint.interp import Interp
+from warmlint.interp import Interp, Memo
 from warmlint.resolve import Resolver
-from warmlint.serving import ServingRecorder, run_entries
+from warmlint.serving import ServingPass, run_entries
 from warmlint.settings import Settings
-from warmlint.warmup import WarmupMethod, WarmupRecorder, discover, run_warmups
+from warmlint.warmup import WarmupMethod, WarmupPass, discover, run_warmups
 
 
 @dataclass
 class Leaf:
     decisions: list  # [Decision]
-    warm: WarmupRecorder
-    serving: ServingRecorder
+    warm: WarmupPass
+    serving: ServingPass
     assumed: dict
 
 
@@ -90,22 +90,19 @@ def analyze(tree: SourceTree, settings: Settings) -> Facts:
 def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
     resolver, settings, methods = facts.resolver, facts.settings, program.warmups
 
-    replays: dict = {}  # warmup fingerprint -> (serving recorder, atoms serving consulted)
+    replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
 
     def run(driver):
-        warm = WarmupRecorder()
-        winterp = Interp(resolver, driver, "warmup", warm, settings.warmup_batch)
-        errors = run_warmups(winterp, warm, methods)
+        warm = WarmupPass()
+        memo = Memo()
+        winterp = Interp(resolver, driver, warm, memo)
+        errors = run_warmups(winterp, methods)
         reused = _reusable(replays, warm, driver)
         if reused is not None:
             return Leaf(list(driver.trace), warm, reused, dict(driver.used_assumptions)), errors
         before = (len(driver.trace), set(driver.consulted))
-        serving = ServingRecorder(warm)
-        sinterp = Interp(resolver, driver, "serving", serving, settings.warmup_batch)
-        # Same leaf, same objects: the sampler the warmup built is the one that serves.
-        sinterp.globals_memo = winterp.globals_memo
-        sinterp.module_expr_cache = winterp.module_expr_cache
-        sinterp.lazy_memo = winterp.lazy_memo
+        serving = ServingPass(warm)
+        sinterp = Interp(resolver, driver, serving, memo)  # same leaf, same objects
         errors += run_entries(sinterp, warm.entries)
         if len(driver.trace) == before[0]:  # serving took no whole-run decision
             consulted = set(driver.consulted) - before[1]
@@ -125,7 +122,7 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
     facts.truncated |= len(program.leaves) >= settings.max_configs
 
 
-def _fingerprint(warm: WarmupRecorder, driver, extra_keys: set) -> str:
+def _fingerprint(warm: WarmupPass, driver, extra_keys: set) -> str:
     """What the serving replay depends on: the warmup's observations and the config facts
     read outside the warmup's own frame (bindings, and the replay itself)."""
     from warmlint.state import SymFact
@@ -141,7 +138,7 @@ def _fingerprint(warm: WarmupRecorder, driver, extra_keys: set) -> str:
     return repr((facts, taken, hits, sorted(warm.registry), entries))
 
 
-def _reusable(replays: dict, warm: WarmupRecorder, driver):
+def _reusable(replays: dict, warm: WarmupPass, driver):
     """A previous leaf's serving results, if this leaf cannot replay any differently."""
     for serving, consulted in replays.values():
         key = _fingerprint(warm, driver, consulted)

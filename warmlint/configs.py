@@ -128,16 +128,16 @@ class ConfigDriver:
     used_assumptions: dict = field(default_factory=dict)
     infeasible: bool = False  # some object cannot be built in this leaf's config
     consulted: dict = field(default_factory=dict)  # sym key -> where first consulted
-    where: str = "warmup"  # set by the interpreter before each decide()
     whole_run: set = field(default_factory=set)  # keys promoted to leaf decisions
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
-               global_: bool = True):
+               global_: bool = True, where: str = "warmup"):
         """The atom's truth: a bool; "fork" to split the current path on it; or None for
         an unpinned call (an opaque query). Only choices made while building objects
         (dispatch bindings) become leaves; others are decided per path by the caller.
+        ``where``: "warmup", "serving" or "constructor", the frame consulting it.
         """
-        self.consulted.setdefault(sym.key, self.where)
+        self.consulted.setdefault(sym.key, where)
         fact = (path or {}).get(sym.key) or self.fact(sym)
         known = eval_pred(fact, op, const)
         if known is not None:
@@ -146,7 +146,7 @@ class ConfigDriver:
             return True  # a config object that is not None is truthy
         if sym.key.endswith(")"):
             return None
-        promoted = self.where == "constructor" and sym.key in self.whole_run
+        promoted = where == "constructor" and sym.key in self.whole_run
         if not (global_ or promoted):
             return "fork"
         if len(self.trace) >= MAX_DECISIONS:
@@ -154,7 +154,7 @@ class ConfigDriver:
             return op != "is_none"
         k = len(self.trace)
         outcome = self.prefix[k] if k < len(self.prefix) else True
-        self.trace.append(Decision(sym.key, sym.label, op, const, outcome, self.where))
+        self.trace.append(Decision(sym.key, sym.label, op, const, outcome, where))
         self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
 

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from warmlint.interp import Interp, Recorder, SinkHit
-from warmlint.interp.core import BudgetExceeded
+from warmlint.interp import BudgetExceeded, Interp, PassPolicy, SinkHit
+from warmlint.interp.frames import outcome_id
 from warmlint.state import State, SymFact, div_key
-from warmlint.values import Obj, OneOf, Sym, Taint, Tensor, Value
-from warmlint.warmup import Entry, WarmupRecorder
+from warmlint.values import Func, Obj, OneOf, Sym, Taint, Tensor, Value
+from warmlint.warmup import Entry, WarmupPass
 
 BATCH_INPUT = "batch size"
 SERVING_BATCH = Sym("batch", "request", "batch size (num_reqs)",
@@ -22,20 +22,52 @@ SERVING_BATCH = Sym("batch", "request", "batch size (num_reqs)",
 
 
 @dataclass
-class ServingRecorder(Recorder):
-    warm: WarmupRecorder
+class ServingPass(PassPolicy):
+    """The serving pass: the request is open; a path diverges at the first outcome no
+    warmup took, and every sink it reaches from there belongs to that divergence."""
+
+    name = "serving"
+    reuses_calls = True
+    warm: WarmupPass
     warm_hits: list = field(default_factory=list)
     cold: dict = field(default_factory=dict)  # div key -> (Divergence, [SinkHit], Entry)
-    entry: Entry | None = None  # the entry being replayed
+    replaying: Entry | None = None  # the warmup entry being replayed
 
-    def warm_outcomes(self, key, cfg):
-        return self.warm.warm_outcomes(key, cfg)
+    def outcomes(self, interp, test, site_node, key, results, multi) -> list:
+        out = []
+        for res in results:
+            st, outcome = res.state, outcome_id(res, multi)
+            if any(lit.kind == "request" for lit in res.literals):
+                warm = self.warm.warm_outcomes(key, st.cfg)
+                unwarmed = warm is None or outcome not in warm
+                if unwarmed and st.div is None:
+                    st = st.evolve(div=interp.divergence(test, site_node, outcome, res.deciding,
+                                                         multi, res.disjunct), shadows=())
+                elif unwarmed and warm is not None:
+                    inputs = frozenset().union(*(lit.inputs for lit in res.literals))
+                    interp.reuse.note_div_test(inputs)
+                    if not inputs & st.div.inputs:
+                        # A second, independent unwarmed outcome: that path belongs to the
+                        # divergence of its own (found on the warm path), not to this one.
+                        continue
+            out.append((st, res.truth, outcome))
+        return out
+
+    def registered_call(self, interp, dotted: str) -> bool:
+        # Registered with vLLM's JIT-warmup registry: it compiles its own variants at
+        # start-up, so what it launches is warm whatever the request.
+        return dotted in self.warm.registry
+
+    def request_state(self, interp, obj, name):
+        """Serving: any request may have set it."""
+        key = f"{obj.cls.name}.{name}"
+        return Sym(key, "request", key, Taint(frozenset({key})))
 
     def sink(self, interp, state, hit: SinkHit) -> None:
         if state.div is None:
             self.warm_hits.append(hit)
         else:
-            self.cold.setdefault(div_key(state.div), (state.div, [], self.entry))[1].append(hit)
+            self.cold.setdefault(div_key(state.div), (state.div, [], self.replaying))[1].append(hit)
 
     def hits_of(self, state: State) -> list:
         got = self.cold.get(div_key(state.div))
@@ -45,8 +77,6 @@ class ServingRecorder(Recorder):
         self.warm.config_test(interp, node, pred, context)
 
     def registered(self, interp, target, state) -> None:
-        from warmlint.values import Func
-
         if isinstance(target, Func):
             self.warm.registry.add(target.ref.dotted)  # registration warms, wherever it runs
 
@@ -65,7 +95,7 @@ def open_request(interp: Interp, value: Value) -> Value:
 def run_entries(interp: Interp, entries: list[Entry]) -> list:
     errors = []
     for entry in entries:
-        interp.recorder.entry = entry
+        interp.policy.replaying = entry
         args = [open_request(interp, a) for a in entry.args]
         kwargs = {k: open_request(interp, v) for k, v in entry.kwargs.items()}
         state = State({}, {SERVING_BATCH.key: SymFact(lo=1)}, cfg=dict(entry.cfg))

@@ -15,8 +15,7 @@ from fnmatch import fnmatch
 
 import libcst as cst
 
-from warmlint.interp import Interp, Recorder, SinkHit
-from warmlint.interp.core import BudgetExceeded, Frame
+from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit
 from warmlint.resolve import ClassRef, FuncRef, Resolver
 from warmlint.state import State, SymFact, compatible
 from warmlint.values import Func, Obj, Sym, Tensor, Unknown, Value
@@ -70,7 +69,10 @@ class Entry:
 
 
 @dataclass
-class WarmupRecorder(Recorder):
+class WarmupPass(PassPolicy):
+    """The warmup pass: records every outcome, sink, registration and entry it meets."""
+
+    name = "warmup"
     taken: dict = field(default_factory=dict)
     hits: list = field(default_factory=list)
     registry: set = field(default_factory=set)  # functions registered via register_warmup
@@ -87,10 +89,24 @@ class WarmupRecorder(Recorder):
             site = interp.site(node, interp.code(node))
             self.config_tests.append((context, site, pred.sym.key, pred.const))
 
-    def branch(self, interp, key, outcome, state) -> None:
-        cfgs = self.taken.setdefault(key, {}).setdefault(outcome, [])
-        if not any(c is state.cfg or c == state.cfg for c in cfgs):
-            cfgs.append(state.cfg)
+    def outcomes(self, interp, test, site_node, key, results, multi) -> list:
+        out = super().outcomes(interp, test, site_node, key, results, multi)
+        for state, _, outcome in out:
+            cfgs = self.taken.setdefault(key, {}).setdefault(outcome, [])
+            if not any(c is state.cfg or c == state.cfg for c in cfgs):
+                cfgs.append(state.cfg)
+        return out
+
+    def warm_frame(self, callee) -> bool:
+        return isinstance(callee, Func) and isinstance(callee.bound, Obj) and callee.bound.lazy
+
+    def request_state(self, interp, obj, name):
+        """Per-request state of the model-runner-v2 sampler (filled by ``add_request``):
+        both ways during the warmup, because the v2 runner warms with its empty-state
+        ``_dummy_sampler_run`` (every feature off) and with ``warmup_kernels``, whose
+        requests turn every sampling feature on (``SamplingParams.for_sampler_warmup()``);
+        warmlint does not replay those requests."""
+        return Unknown(f"{obj.cls.name}.{name}")
 
     def warm_outcomes(self, key, cfg):
         """Outcomes the warmup took at ``key`` under a config compatible with ``cfg``."""
@@ -131,9 +147,10 @@ def warmup_batch_fact(setting) -> SymFact:
     return SymFact(lo=16, mod16=True)  # unknown max_num_seqs, one class: multiple of 16
 
 
-def run_warmups(interp: Interp, recorder: WarmupRecorder, methods: list[WarmupMethod]) -> list:
+def run_warmups(interp: Interp, methods: list[WarmupMethod]) -> list:
     """Interpret each warmup; returns (path, line, message) errors."""
     errors = []
+    recorder = interp.policy
     for method in methods:
         recorder.current = method
         parsed = interp.resolver.parsed(method.ref)
@@ -141,7 +158,7 @@ def run_warmups(interp: Interp, recorder: WarmupRecorder, methods: list[WarmupMe
             continue
         root = Obj(method.cls, {}, lazy=True, label=method.cls.name)
         args = [_seed_param(p) for p in list(parsed.node.params.params)[1:]]
-        state = State({}, {WARMUP_BATCH.key: warmup_batch_fact(interp.warm_batch)})
+        state = State({}, {WARMUP_BATCH.key: warmup_batch_fact(interp.settings.warmup_batch)})
         interp.stack = [Frame(parsed, method.ref.module, f"<warmup {method.ref.qualname}>")]
         try:
             interp.call_function(Func(method.ref, root), args, {}, state, parsed.node)

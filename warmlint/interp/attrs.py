@@ -159,17 +159,7 @@ class AttrMixin:
         return obj.cls.name in self.settings.request_state_classes and not obj.under_construction
 
     def _request_state_value(self, obj: Obj, name: str) -> Value:
-        """Per-request state of the model-runner-v2 sampler (filled by ``add_request``).
-
-        Serving: any request may have set it. Warmup: both ways, because the v2 runner
-        warms with its empty-state ``_dummy_sampler_run`` (every feature off) and with
-        ``warmup_kernels``, whose requests turn every sampling feature on
-        (``SamplingParams.for_sampler_warmup()``); warmlint does not replay those requests.
-        """
-        key = f"{obj.cls.name}.{name}"
-        if self.mode == "serving":
-            return Sym(key, "request", key, Taint(frozenset({key})))
-        return Unknown(key)
+        return self.policy.request_state(self, obj, name)
 
     def _bind(self, method: FuncRef, kind: str, obj: Value, state: State) -> Value:
         if kind == "static":

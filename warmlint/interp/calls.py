@@ -7,8 +7,11 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint.interp import shims
+from warmlint.interp.conds import keys_read
+from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
 from warmlint.resolve import ClassRef, FuncRef
+from warmlint.shadows import materialize
 from warmlint.state import State
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Lambda, Obj, OneOf, Seq, Super, Sym,
@@ -19,18 +22,19 @@ from warmlint.values import (
 class CallMixin:
     def call(self, func: Value, args: list, kwargs: dict, state: State, node) -> list:
         results = []
+        policy = self.policy
         for fv in (func.options if isinstance(func, OneOf) else (func,)):
             entry = None
-            if self.mode == "warmup" and self.stack and self.frame.warmup:
+            if self.stack and self.frame.warmup:
                 entry = self._maybe_entry(fv, args, kwargs, state, node)
             if entry is None:
                 results += self._call_one(fv, args, kwargs, state, node)
                 continue
-            outer, self.recorder.active = self.recorder.active, entry
+            outer, policy.active = policy.active, entry
             try:
                 results += self._call_one(fv, args, kwargs, state, node)
             finally:
-                self.recorder.active = outer
+                policy.active = outer
         return results
 
     def _call_one(self, fv: Value, args, kwargs, state, node) -> list:
@@ -62,7 +66,7 @@ class CallMixin:
         if isinstance(fv, (Lambda, Builtin, External, ClassVal)):
             return None
         if any(self._is_request_obj(v) for v in list(args) + list(kwargs.values())):
-            return self.recorder.entry(self, fv, list(args), dict(kwargs), node, state)
+            return self.policy.entry(self, fv, list(args), dict(kwargs), node, state)
         return None
 
     def _is_request_obj(self, value: Value) -> bool:
@@ -78,7 +82,7 @@ class CallMixin:
             return [(state, shims.opaque_result(None, args, kwargs))]
         if kind == "triton":
             return self.launch(fv, args, kwargs, state, node)
-        if self.mode == "serving" and ref.dotted in self.recorder.warm.registry:
+        if self.policy.registered_call(self, ref.dotted):
             # Registered with vLLM's JIT-warmup registry: it compiles its own variants
             # at start-up, so what it launches is warm whatever the request.
             self.hit("registry", f"registry:{ref.dotted}", ref.qualname, node, state)
@@ -90,12 +94,9 @@ class CallMixin:
             return [(state, Unknown("recursion", taint_of(*args, *kwargs.values())))]
         bound = [fv.bound] if fv.bound is not None else []
         env = self.bind(parsed.node.params, bound + list(args), kwargs, ref.module, parsed)
-        from warmlint.interp.core import Frame
-
-        warm_frame = self.mode == "warmup" and isinstance(fv.bound, Obj) and fv.bound.lazy
-        frame = Frame(parsed, ref.module, ref.qualname, warmup=warm_frame)
+        frame = Frame(parsed, ref.module, ref.qualname, warmup=self.policy.warm_frame(fv))
         callee = state.evolve(env=env)
-        reuse = self.reuse if self.mode == "serving" and node is not None else None
+        reuse = self.reuse if self.policy.reuses_calls and node is not None else None
         if reuse is not None and state.div is not None:
             returned = reuse.lookup(node, ref, bound + list(args), kwargs, state)
             if returned is not None:
@@ -119,18 +120,16 @@ class CallMixin:
             paths, hits = replay_cold(again, state)
             stack = self.stack_names()
             for hit in hits:
-                self.recorder.sink(self, state, replace(hit, stack=stack + hit.stack))
+                self.policy.sink(self, state, replace(hit, stack=stack + hit.stack))
             return paths
-        before = len(self.recorder.hits_of(state))
+        before = len(self.policy.hits_of(state))
         reuse.begin_cold()
         results = _back_in(state, self.run_body(frame, frame.fn.node.body, callee))
         reuse.end_cold(node, ref, args, kwargs, state, depth, results,
-                       self.recorder.hits_of(state)[before:])
+                       self.policy.hits_of(state)[before:])
         return results
 
     def call_lambda(self, fv: Lambda, args, kwargs, state: State) -> list:
-        from warmlint.interp.core import Frame
-
         module = fv.frame_fn.module if fv.frame_fn else self.frame.module
         env = self.bind(fv.node.params, list(args), kwargs, module, fv.frame_fn)
         frame = Frame(fv.frame_fn, module, "<lambda>" if isinstance(fv.node, cst.Lambda)
@@ -174,8 +173,6 @@ class CallMixin:
         return self.module_expr_cache[key]
 
     def eval_in_module(self, expr: cst.BaseExpression, module: str, fn) -> Value:
-        from warmlint.interp.core import Frame
-
         self.stack.append(Frame(fn, module, f"<module {module}>"))
         try:
             results = self.eval(expr, State({}))
@@ -233,17 +230,11 @@ class CallMixin:
     # -- sinks ------------------------------------------------------------------------------
     def hit(self, kind: str, sink_id: str, display: str, node, state: State,
             args: dict | None = None) -> None:
-        from warmlint.interp.core import SinkHit
-
-        from warmlint.shadows import materialize
-
         site = self.site(node, self.code(node.func) if isinstance(node, cst.Call) else "")
-        from warmlint.interp.conds import _keys
-
         for value in (args or {}).values():  # specialization classes read the facts
-            self.reuse.note(_keys(value))
+            self.reuse.note(keys_read(value))
         for st in [state] + [materialize(state, sh) for sh in state.shadows]:
-            self.recorder.sink(self, st, SinkHit(sink_id, kind, display, site, self.stack_names(),
+            self.policy.sink(self, st, SinkHit(sink_id, kind, display, site, self.stack_names(),
                                                  args or {}, dict(st.facts), dict(st.cfg)))
 
     def launch(self, kernel: Func, args, kwargs, state: State, node) -> list:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from warmlint import shadows
+from warmlint.interp.frames import BranchResult
 from warmlint.state import Divergence, State, decide
 from warmlint.values import OneOf, Pred, Sym, Value
 
@@ -99,7 +100,7 @@ class CondMixin:
         results = self.eval(node, state) if value is None else [(state, value)]
         out = []
         for st, val in results:
-            keys = _keys(val)
+            keys = keys_read(val)
             self.read_keys |= keys
             self.reuse.note(keys)
             truth = decide(st, val)
@@ -133,7 +134,7 @@ class CondMixin:
         if not (isinstance(val, Pred) and val.sym.kind == "config"):
             return None
         if node is not None and val.op == "in":
-            self.recorder.config_test(self, node, val, self.context())
+            self.policy.config_test(self, node, val, self.context())
         # Choices made while building objects (dispatch bindings) or by the warmup's own
         # guards (which entries it calls) must hold for the whole run: leaf decisions.
         # Whole-run (leaf) decisions: the runner's own attributes (which objects it holds),
@@ -145,9 +146,10 @@ class CondMixin:
                 runner_init = f.lazy_locals is not None
                 break
         in_warmup = bool(self.stack and self.frame.warmup)
-        self.driver.where = "constructor" if self.in_constructor() else (
-            "warmup" if in_warmup else self.mode)
-        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, runner_init or in_warmup)
+        where = "constructor" if self.in_constructor() else (
+            "warmup" if in_warmup else self.policy.name)
+        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, runner_init or in_warmup,
+                                   where)
         if isinstance(truth, bool):
             return truth != val.negated
         if truth == "fork":
@@ -175,7 +177,7 @@ class CondMixin:
         outer, self.read_keys = self.read_keys, set()
         results = self.eval_condition(test, state, value)
         keys, self.read_keys = self.read_keys, outer | self.read_keys
-        if state.shadows and self.mode == "serving":
+        if state.shadows:  # only serving paths carry shadows
             # Also literals the warm path decides from its own facts: a shadow's facts
             # may decide them the other way.
             woken = [sh for sh in state.shadows if shadows.depends(sh, keys, keys)]
@@ -186,29 +188,13 @@ class CondMixin:
                     out += self.branch(test, shadows.materialize(state, sh), site_node, value)
                 return out + self.branch(test, state.evolve(shadows=rest), site_node, value)
         multi = len(_flatten(test, cst.Or)) > 1 if value is None else False
-        key = self.node_key(site_node)
-        out = []
-        for st, truth, (disjunct, lits, deciding) in results:
-            outcome = "else" if not truth else (f"body#{disjunct}" if multi else "body")
-            if self.mode == "warmup":
-                self.recorder.branch(self, key, outcome, st)
-            elif any(lit.kind == "request" for lit in lits):
-                warm = self.recorder.warm_outcomes(key, st.cfg)
-                unwarmed = warm is None or outcome not in warm
-                if unwarmed and st.div is None:
-                    st = st.evolve(div=self._divergence(test, site_node, outcome, deciding, multi,
-                                                        disjunct), shadows=())
-                elif unwarmed and warm is not None:
-                    inputs = frozenset().union(*(lit.inputs for lit in lits))
-                    self.reuse.note_div_test(inputs)
-                    if not inputs & st.div.inputs:
-                        # A second, independent unwarmed outcome: that path belongs to the
-                        # divergence of its own (found on the warm path), not to this one.
-                        continue
-            out.append((st, truth, outcome))
-        return out
+        results = [BranchResult(st, truth, disjunct, lits, deciding)
+                   for st, truth, (disjunct, lits, deciding) in results]
+        return self.policy.outcomes(self, test, site_node, self.node_key(site_node), results,
+                                    multi)
 
-    def _divergence(self, test, site_node, outcome, lits, multi, disjunct) -> Divergence:
+    def divergence(self, test, site_node, outcome, lits, multi, disjunct) -> Divergence:
+        """The divergence a serving path makes by taking ``outcome`` at this branch."""
         cond = self.code(test)
         loop = isinstance(site_node, (cst.For, cst.While)) and not isinstance(site_node, cst.While)
         site = self.site(site_node, f"for ... in {cond}" if loop else cond)
@@ -226,7 +212,7 @@ class CondMixin:
         return Divergence(site, outcome, text, inputs, self.stack_names(), literals)
 
 
-def _keys(val: Value) -> set:
+def keys_read(val: Value) -> set:
     """Request inputs and symbols a literal's value reads."""
     keys = set(val.taint.inputs)
     for opt in (val.options if isinstance(val, OneOf) else (val,)):

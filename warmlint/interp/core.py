@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 import libcst as cst
 
@@ -14,6 +13,7 @@ from warmlint.interp.calls import CallMixin
 from warmlint.interp.conds import CondMixin
 from warmlint.interp.dispatch import handler_for
 from warmlint.interp.exprs import ExprMixin
+from warmlint.interp.frames import BudgetExceeded, Frame, PassPolicy
 from warmlint.interp.lazy_root import LazyRootMixin
 from warmlint.interp.reuse import CallReuse
 from warmlint.resolve import Resolver
@@ -22,60 +22,15 @@ from warmlint.state import BranchSite, State, merge_states
 from warmlint.values import Const, Lambda, Seq, Unknown, Value, taint_of
 
 
-class BudgetExceeded(Exception):
-    pass
-
-
 @dataclass
-class Frame:
-    fn: ParsedFunction | None
-    module: str
-    qualname: str
-    warmup: bool = False  # a frame of the warmup itself (its entry calls are recorded)
-    closure: dict | None = None
-    lazy_locals: Any = None  # name -> Value | None, for frames evaluating __init__ lazily
+class Memo:
+    """What one configuration leaf computes once for both passes: module globals, the
+    lazily initialized runner's attributes, module-level expressions. Same leaf, same
+    objects: the sampler the warmup built is the one that serves."""
 
-
-@dataclass
-class SinkHit:
-    sink_id: str  # "triton:pkg.mod._kernel", "torch.compile:pkg.mod.fn", "flashinfer:flashinfer.sampling"
-    kind: str
-    display: str
-    site: BranchSite  # the launch / call site
-    stack: tuple  # qualnames, outermost first
-    args: dict = field(default_factory=dict)  # kernel parameter -> abstract value (Triton)
-    facts: dict = field(default_factory=dict)
-    cfg: dict = field(default_factory=dict)  # path-level config facts at the hit
-    entry: Any = None  # warmup hits: the warmup entry call that reached it
-
-
-class Recorder:
-    """What one run observes. Subclassed by the warmup and serving passes."""
-
-    active = None  # warmup: the entry call being interpreted
-
-    def branch(self, interp: "Interp", site: BranchSite, outcome: str, state: State) -> None:
-        pass
-
-    def sink(self, interp: "Interp", state: State, hit: SinkHit) -> None:
-        pass
-
-    def hits_of(self, state: State) -> list:
-        """The sinks recorded so far for this path's divergence."""
-        return []
-
-    def registered(self, interp: "Interp", target: Value, state: State) -> None:
-        pass
-
-    def entry(self, interp: "Interp", callee: Value, args: list, kwargs: dict,
-              site: BranchSite, state: State):
-        return None
-
-    def warm_outcomes(self, key: str, cfg: dict) -> set | None:
-        return None
-
-    def config_test(self, interp: "Interp", node, pred, context: str) -> None:
-        pass
+    globals: dict = field(default_factory=dict)
+    lazy: dict = field(default_factory=dict)
+    module_exprs: dict = field(default_factory=dict)
 
 
 @dataclass
@@ -96,19 +51,19 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     MAX_DEPTH = 40
     MAX_STEPS = 400_000
 
-    def __init__(self, resolver: Resolver, driver: ConfigDriver, mode: str, recorder: Recorder,
-                 warm_batch: Any = "multiple-of-16"):
+    def __init__(self, resolver: Resolver, driver: ConfigDriver, policy: PassPolicy,
+                 memo: "Memo | None" = None):
         self.resolver = resolver
         self.settings = resolver.settings
         self.driver = driver
-        self.mode = mode
-        self.recorder = recorder
-        self.warm_batch = warm_batch
+        self.policy = policy
         self.stack: list[Frame] = []
         self.steps = 0
-        self.globals_memo: dict = {}
-        self.lazy_memo: dict = {}
-        self.module_expr_cache: dict = {}
+        memo = memo or Memo()
+        self.memo = memo
+        self.globals_memo = memo.globals
+        self.lazy_memo = memo.lazy
+        self.module_expr_cache = memo.module_exprs
         self.errors: list[tuple[str, int, str]] = []
         self.read_keys: set = set()  # what the last branch condition read (shadows.py)
         self.reuse = CallReuse()

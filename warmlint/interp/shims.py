@@ -85,7 +85,7 @@ def call_builtin(interp, fv: Builtin, args, kwargs, state: State, node) -> list:
     if name.startswith("funcattr."):
         attr = name.split(".", 1)[1]
         if attr in interp.settings.registry_methods:
-            interp.recorder.registered(interp, bound, state)
+            interp.policy.registered(interp, bound, state)
             return [(state, Const(None))]
         return [(state, opaque_result(bound, args, kwargs))]
     if name.startswith("const."):
