@@ -37,6 +37,7 @@ flag, warm a request that sets it the other way.
 
 from __future__ import annotations
 
+from warmlint import sinks
 from warmlint.findings import Finding
 from warmlint.rule_api import Invalid, Rule, Valid
 from warmlint.serving import BATCH_INPUT
@@ -122,9 +123,9 @@ def check(facts):
             rule=CODE, name=NAME, path=hit.site.path, line=hit.site.line, col=hit.site.col,
             function=hit.stack[-1][1] if hit.stack else "", condition=f"{name}.{param}",
             outcome=_fmt(gap.missing), inputs=sorted(gap.inputs),
-            sinks=[{"id": kernel, "kind": "triton", "name": name, "qualname": kernel.split(":", 1)[1],
-                    "path": hit.site.path, "line": hit.site.line}],
-            chain=[q for _, q in hit.stack[1:] if not q.startswith("<")] + [f"{name}[grid]"],
+            sinks=[sinks.as_json(kernel, hit.site.path, hit.site.line)],
+            chain=[q for _, q in hit.stack[1:] if not q.startswith("<")]
+            + [name + sinks.kind_of(kernel).launch_suffix],
             warmups=sorted(w.ref.qualname for w in gap.program.warmups), configs=configs,
             message=MESSAGE.format(kernel=name, what=what, param=param,
                                    warmed=_fmt(gap.warmed), note=note,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from warmlint import sinks
 from warmlint.analysis import Facts, Program
 from warmlint.configs import facts_as_decisions
 from warmlint.interp import SinkHit
@@ -32,13 +33,8 @@ class ColdOutcome:
         return self.divergences[0]
 
     def sinks(self) -> list[dict]:
-        out = []
-        for sink_id, hit in sorted(self.hits.items()):
-            kind, _, target = sink_id.partition(":")
-            name = target.rsplit(".", 1)[-1] if kind in ("triton", "torch.compile") else target
-            out.append({"id": sink_id, "kind": kind, "name": name, "qualname": target,
-                        "path": hit.site.path, "line": hit.site.line})
-        return out
+        return [sinks.as_json(sink_id, hit.site.path, hit.site.line)
+                for sink_id, hit in sorted(self.hits.items())]
 
     def chain(self, hit: SinkHit) -> list[str]:
         return chain_of(self.div, hit)
@@ -62,12 +58,11 @@ def chain_of(div: Divergence, hit: SinkHit) -> list[str]:
     else:  # the branch's function returned before the sink was reached
         frames = [branch[-1]] + list(at_hit[common:])
     names = [q for _, q in frames if not q.startswith("<")]
-    suffix = f"{hit.display}[grid]" if hit.kind == "triton" else hit.display
-    return names + [suffix]
+    return names + [hit.display + sinks.KINDS[hit.kind].launch_suffix]
 
 
 def _covered_by_registry(hit: SinkHit, registry: set) -> bool:
-    if hit.kind == "registry":
+    if sinks.KINDS[hit.kind].covered:
         return True  # serving stops at registered dispatchers (see calls.py)
     return any(f"{module}.{qual}" in registry for module, qual in hit.stack)
 

@@ -121,16 +121,16 @@ class Resolver:
                 out.append(text)
         return out
 
-    def sink_kind(self, ref: FuncRef) -> str | None:
-        info = self.func_info(ref)
-        if info is None:
+    def dotted_name(self, module: str, name: str) -> str | None:
+        """What a dotted name written in ``module`` refers to, as a dotted path."""
+        toc = self.tree.toc(module)
+        if toc is None:
             return None
-        names = self.decorator_names(ref.module, info.decorators)
-        for name in names:
-            if _matches(name, self.settings.triton_decorators):
-                return "triton"
-            if _matches(name, self.settings.compile_decorators):
-                return "torch.compile"
+        head, _, rest = name.partition(".")
+        if head in toc.imports:
+            return self.canonical(toc.imports[head] + ("." + rest if rest else ""))
+        if head in toc.functions or head in toc.classes or head in toc.assigns:
+            return f"{module}.{name}"
         return None
 
     def decorators(self, ref: FuncRef) -> list[str]:
@@ -237,7 +237,3 @@ class Resolver:
     def is_request_class(self, ref: ClassRef) -> bool:
         return any(isinstance(c, ClassRef) and c.name in self.settings.request_classes
                    for c in self.mro(ref))
-
-
-def _matches(name: str, patterns: tuple[str, ...]) -> bool:
-    return any(name == p or name.endswith("." + p) for p in patterns)

@@ -69,9 +69,6 @@ class Rule:
 
 
 def sink_phrase(sink: dict) -> str:
-    kind, name = sink["kind"], sink["name"]
-    if kind == "triton":
-        return f"Triton kernel `{name}`"
-    if kind == "torch.compile":
-        return f"torch.compile'd `{name}`"
-    return f"JIT module `{name}`"
+    from warmlint.sinks import phrase
+
+    return phrase(sink)

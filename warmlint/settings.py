@@ -45,6 +45,11 @@ class Settings:
     triton_decorators: tuple[str, ...] = ("triton.jit", "triton.autotune", "triton.heuristics")
     compile_decorators: tuple[str, ...] = ("torch.compile",)
     compile_calls: tuple[str, ...] = ("torch.compile",)
+    # Decorator factories whose decorated function launches the Triton kernel named by
+    # their `kernel=` argument (vLLM's JIT-warmup dispatchers).
+    triton_dispatchers: tuple[str, ...] = ()
+    # Decorators of any other sink kind registered in warmlint.sinks: pattern -> kind.
+    sink_decorators: dict = field(default_factory=dict)
     # External packages whose calls are JIT sinks, with the granularity of a sink's
     # identity: "module" = package.submodule (FlashInfer builds one JIT module per
     # submodule), "function" = the full dotted name.

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
+from warmlint import sinks
 from warmlint.state import _UNSET, SymFact, eval_pred
 from warmlint.values import Const, OneOf, Pred, Sym, Tensor, Value
 
@@ -200,7 +201,7 @@ def request_facts(facts: dict) -> dict:
 def _kernel_ref(sink_id: str):
     from warmlint.resolve import FuncRef
 
-    module, name = sink_id.split(":", 1)[1].rsplit(".", 1)
+    module, name = sinks.parse_id(sink_id)[1].rsplit(".", 1)
     return FuncRef(module, name)
 
 
@@ -224,7 +225,8 @@ def specialization_gaps(facts) -> list[Gap]:
             serving = list(leaf.serving.warm_hits)
             for _, hits, _ in leaf.serving.cold.values():
                 serving += hits
-            for kernel in sorted({h.sink_id for h in leaf.warm.hits if h.kind == "triton"}):
+            for kernel in sorted({h.sink_id for h in leaf.warm.hits
+                                  if sinks.KINDS[h.kind].specializes}):
                 sig = kernel_signature(facts.resolver, _kernel_ref(kernel))
                 if sig is None:
                     continue

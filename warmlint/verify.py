@@ -21,6 +21,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from warmlint import sinks
 
 KINDS = ("seeded", "unseeded", "greedy", "mixed", "topk_only", "topp_only", "no_filter",
          "logprobs", "token_logprobs")
@@ -198,12 +199,12 @@ def _row(kind: str, batch: int, result: dict, findings: list, config: dict) -> d
 def _compiled_sink(finding: dict, events: dict, config: dict) -> bool:
     if not all(config_holds(c, config) for c in finding.get("configs", [])):
         return False
-    kernels = set(events.get("triton_kernels", []))
     for sink in finding.get("sinks", []):
-        if sink["kind"] == "triton" and sink["name"] in kernels:
-            return True
-        if sink["kind"] == "torch.compile" and events.get("dynamo"):
-            return True
+        observed = events.get(sinks.kind_of(sink["id"]).gpu_event)
+        if isinstance(observed, list) and sink["name"] in observed:
+            return True  # a compiled-kernel list (Triton): this kernel compiled
+        if observed and not isinstance(observed, list):
+            return True  # a compile count (Dynamo, FlashInfer)
     return False
 
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 import libcst as cst
 
+from warmlint import sinks
 from warmlint.interp import shims
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
@@ -41,7 +42,7 @@ class CallMixin:
         if self.in_module_scope and isinstance(fv, (ClassVal, Lambda, Obj)):
             return [(state, Unknown("module-level call"))]  # import-time code is not run
         if self.in_module_scope and isinstance(fv, Func) and not fv.compiled \
-                and self.resolver.sink_kind(fv.ref) is None:
+                and sinks.recognize_function(self.resolver, fv.ref) is None:
             return [(state, Unknown("module-level call"))]
         if isinstance(fv, Func):
             return self.call_function(fv, args, kwargs, state, node)
@@ -76,16 +77,21 @@ class CallMixin:
     # -- functions ----------------------------------------------------------------------
     def call_function(self, fv: Func, args, kwargs, state: State, node) -> list:
         ref: FuncRef = fv.ref
-        kind = "torch.compile" if fv.compiled else self.resolver.sink_kind(ref)
-        if kind == "torch.compile":
-            self.hit("torch.compile", f"torch.compile:{ref.dotted}", ref.qualname, node, state)
-            return [(state, shims.opaque_result(None, args, kwargs))]
-        if kind == "triton":
+        found = sinks.Recognized(sinks.COMPILE, ref.dotted) if fv.compiled \
+            else sinks.recognize_function(self.resolver, ref)
+        if found is not None and found.kind.launch_suffix and not found.dispatcher:
             return self.launch(fv, args, kwargs, state, node)
+        if found is not None and not found.dispatcher:
+            self.hit(found.kind, found.target, ref.qualname, node, state)
+            return [(state, shims.opaque_result(None, args, kwargs))]
         if self.policy.registered_call(self, ref.dotted):
             # Registered with vLLM's JIT-warmup registry: it compiles its own variants
             # at start-up, so what it launches is warm whatever the request.
-            self.hit("registry", f"registry:{ref.dotted}", ref.qualname, node, state)
+            self.hit(sinks.REGISTRY, ref.dotted, ref.qualname, node, state)
+            return [(state, shims.opaque_result(None, args, kwargs))]
+        if found is not None:  # a dispatcher: the call launches its kernel
+            self.hit(found.kind, found.target, ref.qualname, node, state,
+                     self._dispatch_args(fv, args, kwargs))
             return [(state, shims.opaque_result(None, args, kwargs))]
         parsed = self.resolver.parsed(ref)
         if parsed is None:
@@ -228,13 +234,18 @@ class CallMixin:
         return Super(state.env["self"], ClassRef(self.frame.module, qual.split(".")[0]))
 
     # -- sinks ------------------------------------------------------------------------------
-    def hit(self, kind: str, sink_id: str, display: str, node, state: State,
+    def launched_with_grid(self, fv: Func) -> bool:
+        found = sinks.recognize_function(self.resolver, fv.ref)
+        return found is not None and bool(found.kind.launch_suffix) and not found.dispatcher
+
+    def hit(self, kind: sinks.SinkKind, target: str, display: str, node, state: State,
             args: dict | None = None) -> None:
+        sink_id = sinks.make_id(kind, target)
         site = self.site(node, self.code(node.func) if isinstance(node, cst.Call) else "")
         for value in (args or {}).values():  # specialization classes read the facts
             self.reuse.note(keys_read(value))
         for st in [state] + [materialize(state, sh) for sh in state.shadows]:
-            self.policy.sink(self, st, SinkHit(sink_id, kind, display, site, self.stack_names(),
+            self.policy.sink(self, st, SinkHit(sink_id, kind.name, display, site, self.stack_names(),
                                                  args or {}, dict(st.facts), dict(st.cfg)))
 
     def launch(self, kernel: Func, args, kwargs, state: State, node) -> list:
@@ -243,8 +254,16 @@ class CallMixin:
         if parsed is not None:
             params = list(parsed.node.params.posonly_params) + list(parsed.node.params.params)
             bound = bind_given(params, args, kwargs)
-        self.hit("triton", f"triton:{kernel.ref.dotted}", kernel.ref.qualname, node, state, bound)
+        self.hit(sinks.TRITON, kernel.ref.dotted, kernel.ref.qualname, node, state, bound)
         return [(state, Const(None))]
+
+    def _dispatch_args(self, dispatcher: Func, args, kwargs) -> dict:
+        """A dispatcher's arguments by its own parameter names (its kernel's differ)."""
+        parsed = self.resolver.parsed(dispatcher.ref)
+        if parsed is None:
+            return {}
+        params = list(parsed.node.params.posonly_params) + list(parsed.node.params.params)
+        return bind_given(params, args, kwargs)
 
 
 def _back_in(caller: State, results: list) -> list:

@@ -326,7 +326,7 @@ class ExprMixin:
     def expr_Subscript(self, node: cst.Subscript, state):
         out = []
         for st, base in self.eval(node.value, state):
-            if isinstance(base, Func) and self.resolver.sink_kind(base.ref) == "triton":
+            if isinstance(base, Func) and self.launched_with_grid(base):
                 out.append((st, Builtin("launch", base)))
                 continue
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):

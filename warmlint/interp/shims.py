@@ -8,6 +8,7 @@ Anything else returns an unknown value that keeps the taint of its inputs.
 
 from __future__ import annotations
 
+from warmlint import sinks
 from warmlint.state import State, decide
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Obj, OneOf, Seq, Sym, Tensor, Unknown,
@@ -46,12 +47,10 @@ def _shape_batch(shape: Value) -> Value | None:
 def call_external(interp, fv: External, args, kwargs, state: State, node) -> list:
     name = fv.qualname
     settings = interp.settings
-    for prefix, granularity in settings.external_sinks.items():
-        if name == prefix or name.startswith(prefix + "."):
-            parts = name.split(".")
-            sink = ".".join(parts[:2]) if granularity == "module" else name
-            interp.hit("external", f"{prefix}:{sink}", name, node, state)
-            return [(state, opaque_result(fv, args, kwargs))]
+    external = sinks.recognize_external(settings, name)
+    if external is not None:
+        interp.hit(external[0], external[1], name, node, state)
+        return [(state, opaque_result(fv, args, kwargs))]
     if name in settings.compile_calls:
         if args and isinstance(args[0], Func):
             return [(state, Func(args[0].ref, args[0].bound, compiled=True))]
