@@ -117,6 +117,14 @@ class Assumptions:
             return True, self.pinned[short]
         return False, None
 
+    def lookup_call(self, ref) -> tuple[bool, Any]:
+        """A function of the tree whose result is assumed (``has_flashinfer()``): an
+        environment probe that static analysis cannot answer."""
+        for name in (f"{ref.name}()", f"{ref.dotted}()"):
+            if name in self.pinned:
+                return True, self.pinned[name]
+        return False, None
+
 
 @dataclass
 class ConfigDriver:
@@ -171,6 +179,8 @@ class ConfigDriver:
             fact = SymFact()
         elif value == NOT_NONE:  # known to be set, value unknown
             fact = SymFact(none=False, truthy=True)
+        elif isinstance(value, str) and value.startswith(">="):  # a lower bound only
+            fact = SymFact(none=False, truthy=True, lo=int(value[2:]))
         else:
             fact = SymFact(eq=value)
         if pinned:

@@ -72,11 +72,11 @@ def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
     for program in facts.programs:
         merged: dict = {}
         for index, leaf in enumerate(program.leaves):
-            warm = leaf.warm.warm_sinks
             for div, hits, entry in leaf.serving.cold.values():
                 best: dict = {}
                 for hit in hits:
-                    if hit.sink_id in warm or _covered_by_registry(hit, leaf.warm.registry):
+                    if leaf.warm.covers(hit.sink_id, hit.cfg) \
+                            or _covered_by_registry(hit, leaf.warm.registry):
                         continue
                     old = best.get(hit.sink_id)
                     if old is None or len(chain_of(div, hit)) < len(chain_of(div, old)):

@@ -221,8 +221,13 @@ class Resolver:
                    for c in self.mro(ref))
 
     def is_dataclass(self, ref: ClassRef) -> bool:
+        """A class whose constructor sets its annotated fields: a ``@dataclass``, or a
+        subclass of a struct base such as ``msgspec.Struct`` (``SamplingParams``)."""
         info = self.class_info(ref)
-        return bool(info) and any(d.rsplit(".", 1)[-1] == "dataclass" for d in info.decorators)
+        if info and any(d.rsplit(".", 1)[-1] == "dataclass" for d in info.decorators):
+            return True
+        return any(isinstance(c, str) and _matches_any(c, self.settings.struct_bases)
+                   for c in self.mro(ref))
 
     def dataclass_fields(self, ref: ClassRef) -> list[tuple[str, str | None]]:
         fields: list[tuple[str, str | None]] = []
@@ -237,3 +242,7 @@ class Resolver:
     def is_request_class(self, ref: ClassRef) -> bool:
         return any(isinstance(c, ClassRef) and c.name in self.settings.request_classes
                    for c in self.mro(ref))
+
+
+def _matches_any(name: str, patterns) -> bool:
+    return any(name == p or name.endswith("." + p) for p in patterns)

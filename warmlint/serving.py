@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import libcst as cst
+
 from warmlint.interp import BudgetExceeded, Interp, PassPolicy, SinkHit
 from warmlint.interp.frames import outcome_id
-from warmlint.state import State, SymFact, div_key
-from warmlint.values import Func, Obj, OneOf, Sym, Taint, Tensor, Value
+from warmlint.resolve import ClassRef
+from warmlint.state import State, SymFact, div_key, merge_states
+from warmlint.values import Func, Obj, OneOf, RowIndex, Sym, Taint, Tensor, Unknown, Value, options
 from warmlint.warmup import Entry, WarmupPass
 
 BATCH_INPUT = "batch size"
@@ -32,8 +35,11 @@ class ServingPass(PassPolicy):
     warm_hits: list = field(default_factory=list)
     cold: dict = field(default_factory=dict)  # div key -> (Divergence, [SinkHit], Entry)
     replaying: Entry | None = None  # the warmup entry being replayed
+    filling: bool = False  # filling per-request state with an open request (fill_state)
 
     def outcomes(self, interp, test, site_node, key, results, multi) -> list:
+        if self.filling:  # per-request state being filled: no path diverges there
+            return super().outcomes(interp, test, site_node, key, results, multi)
         out = []
         for res in results:
             st, outcome = res.state, outcome_id(res, multi)
@@ -58,12 +64,9 @@ class ServingPass(PassPolicy):
         # start-up, so what it launches is warm whatever the request.
         return dotted in self.warm.registry
 
-    def request_state(self, interp, obj, name):
-        """Serving: any request may have set it."""
-        key = f"{obj.cls.name}.{name}"
-        return Sym(key, "request", key, Taint(frozenset({key})))
-
     def sink(self, interp, state, hit: SinkHit) -> None:
+        if self.filling:
+            return
         if state.div is None:
             self.warm_hits.append(hit)
         else:
@@ -92,15 +95,53 @@ def open_request(interp: Interp, value: Value) -> Value:
     return value
 
 
+def fill_state(interp: Interp, callee: Value, cfg: dict) -> dict:
+    """The per-request tables of ``callee`` (a sampler) as serving sees them: every row
+    holds some request. Its ``state-methods`` (``add_request(req_idx, sampling_params)``)
+    run with an open request at every row index; returns the resulting state heap."""
+    heap: dict = {}
+    for obj in (o for o in options(callee) if isinstance(o, Obj) and not o.request):
+        for name in interp.settings.state_methods:
+            ref, kind = interp.resolver.lookup_method(obj.cls, name)
+            parsed = interp.resolver.parsed(ref) if ref is not None else None
+            if parsed is None or kind != "method":
+                continue
+            params = list(parsed.node.params.params)[1:]
+            args = [RowIndex()] + [_open_param(interp, ref, p) for p in params[1:]]
+            interp.policy.filling = True
+            try:
+                results = interp.call_function(Func(ref, obj), args, {},
+                                               State({}, cfg=dict(cfg), heap=heap), None)
+            finally:
+                interp.policy.filling = False
+            merged = merge_states([st for st, _ in results])
+            if merged:
+                heap = {k: v for k, v in merged[0].heap.items() if k[0] == "rows"}
+    return heap
+
+
+def _open_param(interp: Interp, method, param) -> Value:
+    """An open request of the class a state method's parameter is annotated with."""
+    if param.annotation is None:
+        return Unknown(param.name.value)
+    text = cst.Module(body=[]).code_for_node(param.annotation.annotation).split("|")[0].strip()
+    cls = interp.resolver.resolve_class_name(method.module, text)
+    if not isinstance(cls, ClassRef):
+        return Unknown(param.name.value)
+    return Obj(cls, {}, request=True, label=cls.name)
+
+
 def run_entries(interp: Interp, entries: list[Entry]) -> list:
     errors = []
     for entry in entries:
         interp.policy.replaying = entry
         args = [open_request(interp, a) for a in entry.args]
         kwargs = {k: open_request(interp, v) for k, v in entry.kwargs.items()}
-        state = State({}, {SERVING_BATCH.key: SymFact(lo=1)}, cfg=dict(entry.cfg))
         interp.stack = [entry.frame]
         try:
+            heap = fill_state(interp, entry.callee, entry.cfg)
+            state = State({}, {SERVING_BATCH.key: SymFact(lo=1)}, cfg=dict(entry.cfg),
+                          heap=heap)
             interp.call(entry.callee, args, kwargs, state, entry.node)
         except BudgetExceeded as exc:
             errors.append((entry.warmup.path, entry.warmup.line,

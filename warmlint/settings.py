@@ -29,6 +29,21 @@ DEFAULT_ASSUME: dict[str, Any] = {
     "device.type": "cuda",
     "current_platform.get_device_capability()": (9, 0),
     "current_platform.num_compute_units()": 132,
+    # vLLM's defaults for optional sampler features that a deployment turns on explicitly
+    # (each doubles the configurations to analyze; --assume NAME=... analyzes one).
+    "watermark_config": None,
+    "model_config.enable_trace_replay": False,
+    "model_config.return_sampling_mask": False,
+    "model_config.logits_processors": None,
+    # Debugging switches, off by default in vLLM.
+    "VLLM_COMPUTE_NANS_IN_LOGITS": False,
+    "VLLM_GPU_SYNC_CHECK": False,
+    "model_config.use_fp64_gumbel": False,
+    # A vocabulary is larger than any top-k a warmup asks for.
+    "model_config.get_vocab_size()": ">=1024",
+    # FlashInfer is installed and its JIT works (vLLM's CUDA requirements install it).
+    "has_flashinfer()": True,
+    "_flashinfer_jit_unsupported_reason()": None,
 }
 
 
@@ -38,16 +53,20 @@ class Settings:
     ignore: tuple[str, ...] = ()
     warmup_files: tuple[str, ...] = ("**/worker/gpu_model_runner.py", "**/worker/gpu/model_runner.py")
     warmup_methods: tuple[str, ...] = ("_dummy_*_run",)
+    # Runner methods that build what the warmups use, in the order vLLM calls them.
+    setup_methods: tuple[str, ...] = ("__init__", "load_model")
     request_classes: tuple[str, ...] = ("SamplingMetadata", "InputBatch", "SpecDecodeMetadata")
-    # Per-request state the model-runner-v2 sampler keeps between steps.
-    request_state_classes: tuple[str, ...] = (
-        "SamplingStates", "PenaltiesState", "LogitBiasState", "BadWordsState", "RequestState")
+    # Methods a sampler fills its per-request state with (model runner v2), given a row
+    # index and a request's parameters: serving replays them with the parameters open.
+    state_methods: tuple[str, ...] = ("add_request",)
+    # Bases whose subclasses' constructors set their annotated fields, like a dataclass.
+    struct_bases: tuple[str, ...] = ("msgspec.Struct",)
     triton_decorators: tuple[str, ...] = ("triton.jit", "triton.autotune", "triton.heuristics")
     compile_decorators: tuple[str, ...] = ("torch.compile",)
     compile_calls: tuple[str, ...] = ("torch.compile",)
     # Decorator factories whose decorated function launches the Triton kernel named by
     # their `kernel=` argument (vLLM's JIT-warmup dispatchers).
-    triton_dispatchers: tuple[str, ...] = ()
+    triton_dispatchers: tuple[str, ...] = ("triton_kernel_dispatcher_with_warmup",)
     # Decorators of any other sink kind registered in warmlint.sinks: pattern -> kind.
     sink_decorators: dict = field(default_factory=dict)
     # External packages whose calls are JIT sinks, with the granularity of a sink's

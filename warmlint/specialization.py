@@ -156,6 +156,18 @@ def _classes(value: Value, facts: dict, specialized_int: bool) -> set | None:
     return None
 
 
+def _as_pointer(value: Value) -> Value:
+    """A serving value passed where the warmups pass a tensor (a pointer parameter).
+
+    A comparison over a request field is a predicate when the field is a scalar and an
+    element-wise tensor when it is a tensor (``temperature == 0.0``); request fields carry
+    no type, so at a pointer parameter such a predicate is taken as the tensor it is.
+    """
+    opts = [Tensor(None, o.taint) if isinstance(o, Pred) and o.op not in ("is_none", "truthy")
+            else o for o in (value.options if isinstance(value, OneOf) else (value,))]
+    return opts[0] if len(opts) == 1 else OneOf(tuple(opts), value.taint)
+
+
 @dataclass
 class Gap:
     """A request-dependent kernel parameter whose serving classes the warmups miss."""
@@ -236,9 +248,11 @@ def specialization_gaps(facts) -> list[Gap]:
                     for param, value in hit.args.items():
                         if param in sig.no_specialize or not value.taint.inputs:
                             continue
+                        had = warmed.get(param)
+                        if had is not None and "tensor" in had:
+                            value = _as_pointer(value)
                         got = classes_of(value, hit.facts, param not in sig.constexpr,
                                          param not in sig.no_alignment)
-                        had = warmed.get(param)
                         if got is None or had is None or not (got - had):
                             continue
                         key = (program.runner, kernel, hit.site.key, param)

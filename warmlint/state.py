@@ -267,14 +267,20 @@ def div_key(div: Divergence | None) -> tuple:
     return ("warm",) if div is None else (div.site.key, div.outcome)
 
 
-def merge_states(states: list[State]) -> list[State]:
-    """Join states that share a divergence; keep the others apart."""
+def merge_states(states: list[State], keep_configs: bool = False) -> list[State]:
+    """Join states that share a divergence; keep the others apart.
+
+    ``keep_configs`` (the warmup pass) also keeps apart paths split on a config atom:
+    merged, they would join what two deployments compute, and a sink reached only in one
+    deployment's warmup would look warmed in the other's (``WarmupPass.covers``)."""
     if len(states) < 2:
         return states
     groups: dict[tuple, State] = {}
     order: list[tuple] = []
     for st in states:
         key = div_key(st.div) + _bindings(st)
+        if keep_configs and st.cfg:
+            key += tuple(sorted((k, repr(v)) for k, v in st.cfg.items()))
         if key not in groups:
             groups[key] = st
             order.append(key)
@@ -284,8 +290,9 @@ def merge_states(states: list[State]) -> list[State]:
 
 
 def _bindings(st: State) -> tuple:
-    """Callables written to objects under construction: paths that bind differently
-    stay apart until the constructor returns (calls.commit decides what that means)."""
+    """Callables and flags written to objects under construction: paths that bind
+    differently stay apart until the constructor returns (calls.commit decides what that
+    means)."""
     from warmlint.values import ClassVal, Func, Lambda, Obj
 
     if not st.heap:
@@ -295,6 +302,8 @@ def _bindings(st: State) -> tuple:
         for opt in (value.options if isinstance(value, OneOf) else (value,)):
             if isinstance(opt, Func):
                 out.append((key, "func", opt.ref))
+            elif isinstance(opt, Const) and isinstance(opt.value, (bool, type(None))):
+                out.append((key, "flag", repr(opt.value)))  # a flag: see calls._flags
             elif isinstance(opt, (Lambda, Obj, ClassVal)):
                 out.append((key, type(opt).__name__, id(getattr(opt, "node", opt))))
     return tuple(sorted(out, key=repr))
@@ -338,6 +347,37 @@ def contradicts(a: SymFact, b: SymFact) -> bool:
     if a.among is not None and b.among is not None and not (a.among & b.among):
         return True
     return False
+
+
+def implies(a: SymFact, b: SymFact) -> bool:
+    """Every value that satisfies ``a`` satisfies ``b`` (as far as the facts tell)."""
+    if a == b:
+        return True
+    for attr in ("none", "truthy", "mod16"):
+        want = getattr(b, attr)
+        if want is not None and getattr(a, attr) != want:
+            return False
+    if b.eq is not _UNSET and not (a.eq is not _UNSET and type(a.eq) is type(b.eq)
+                                   and a.eq == b.eq):
+        return False
+    if b.ne - a.ne and not (a.eq is not _UNSET and _hashable(a.eq) and a.eq not in b.ne) \
+            and not (a.among is not None and not (a.among & b.ne)):
+        return False
+    if b.among is not None:
+        if a.eq is not _UNSET:
+            return _hashable(a.eq) and a.eq in b.among
+        if a.among is None or not a.among <= b.among:
+            return False
+    if b.lo is not None and (a.lo is None or a.lo < b.lo):
+        return False
+    if b.hi is not None and (a.hi is None or a.hi > b.hi):
+        return False
+    return True
+
+
+def holds_within(path: dict, required: dict) -> bool:
+    """The config facts ``required`` hold on every deployment ``path`` describes."""
+    return all(k in path and implies(path[k], fact) for k, fact in required.items())
 
 
 def compatible(a: dict, b: dict) -> bool:

@@ -104,16 +104,26 @@ class Pred(Value):
 class Tensor(Value):
     batch: Value | None = None  # size of dim 0 when it is the batch (rows) dimension
     taint: Taint = CLEAN
+    rows: Any = None  # interp.tables.Table: a per-request array whose rows are values
+
+
+class RowIndex(Value):
+    """The index of a loop over ``range(n)``: every row of the batch in turn, so that a
+    table write at it writes every row (see interp/tables.py)."""
+
+    taint = CLEAN
 
 
 @dataclass(eq=False)
 class Seq(Value):
-    """tuple/list; ``items`` None when the contents are unknown."""
+    """tuple/list; ``items`` None when the contents are unknown, and then ``elem``, when
+    known, is what every element is (a comprehension's element expression)."""
 
     items: tuple | None
     kind: str = "tuple"
     empty: bool | None = None
     taint: Taint = CLEAN
+    elem: Value | None = None
 
 
 @dataclass(eq=False)
@@ -205,6 +215,15 @@ class OneOf(Value):
     taint: Taint = CLEAN
 
 
+@dataclass(eq=False)
+class ConfigChoice(OneOf):
+    """Constants an object's constructor set on paths split by config atoms (a flag such
+    as ``self.use_flashinfer``). Deciding a branch on it makes those atoms whole-run
+    (leaf) decisions, as a binding chosen by config does (see calls.commit)."""
+
+    keys: frozenset = frozenset()
+
+
 MAX_OPTIONS = 4
 
 
@@ -228,9 +247,11 @@ def same(a: Value, b: Value) -> bool:
         return a.qualname == b.qualname
     if isinstance(a, Obj):
         return a.oid == b.oid
+    if isinstance(a, RowIndex):
+        return True
     if isinstance(a, Tensor):
-        return (a.batch is None and b.batch is None) or (
-            a.batch is not None and b.batch is not None and same(a.batch, b.batch))
+        return ((a.batch is None and b.batch is None) or (
+            a.batch is not None and b.batch is not None and same(a.batch, b.batch)))
     if isinstance(a, Dict):
         return a.items is None and b.items is None and a.empty == b.empty
     return False

@@ -17,7 +17,7 @@ import libcst as cst
 
 from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit
 from warmlint.resolve import ClassRef, FuncRef, Resolver
-from warmlint.state import State, SymFact, compatible
+from warmlint.state import State, SymFact, compatible, holds_within
 from warmlint.values import Func, Obj, Sym, Tensor, Unknown, Value
 
 
@@ -100,14 +100,6 @@ class WarmupPass(PassPolicy):
     def warm_frame(self, callee) -> bool:
         return isinstance(callee, Func) and isinstance(callee.bound, Obj) and callee.bound.lazy
 
-    def request_state(self, interp, obj, name):
-        """Per-request state of the model-runner-v2 sampler (filled by ``add_request``):
-        both ways during the warmup, because the v2 runner warms with its empty-state
-        ``_dummy_sampler_run`` (every feature off) and with ``warmup_kernels``, whose
-        requests turn every sampling feature on (``SamplingParams.for_sampler_warmup()``);
-        warmlint does not replay those requests."""
-        return Unknown(f"{obj.cls.name}.{name}")
-
     def warm_outcomes(self, key, cfg):
         """Outcomes the warmup took at ``key`` under a config compatible with ``cfg``."""
         if key not in self.taken:
@@ -117,6 +109,13 @@ class WarmupPass(PassPolicy):
     def sink(self, interp, state, hit: SinkHit) -> None:
         hit.entry = self.active
         self.hits.append(hit)
+
+    def covers(self, sink_id: str, cfg: dict) -> bool:
+        """Whether the warmup reached ``sink_id`` in every deployment a serving path with
+        config facts ``cfg`` stands for: a warmup path that reached it only under a
+        path-level config condition (``logprobs_mode in PROCESSED_LOGPROBS_MODES``)
+        does not cover a serving path that does not have that condition."""
+        return any(h.sink_id == sink_id and holds_within(cfg, h.cfg) for h in self.hits)
 
     def registered(self, interp, target, state) -> None:
         if isinstance(target, Func):

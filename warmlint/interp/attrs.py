@@ -5,9 +5,11 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint.resolve import BUILTIN_NAMES, ClassRef, FuncRef
+from warmlint.interp import tables
 from warmlint.state import State
 from warmlint.values import (
-    Builtin, ClassVal, Const, Dict, External, Func, Module, Obj, OneOf, Seq, Super, Sym,
+    Builtin, ClassVal, Const, Dict, External, Func, Module, Obj, OneOf, RowIndex, Seq, Super,
+    Sym,
     Taint, Tensor, Unknown, Value, join, join_all,
 )
 
@@ -136,8 +138,6 @@ class AttrMixin:
     def _obj_attr(self, obj: Obj, name: str, state: State) -> Value:
         if (obj.oid, name) in state.heap:
             return state.heap[(obj.oid, name)]
-        if name in obj.attrs and self._request_state(obj):
-            return self._request_state_value(obj, name)
         if name in obj.attrs:
             return obj.attrs[name].with_taint(obj.taint)
         method, kind = self.resolver.lookup_method(obj.cls, name)
@@ -154,12 +154,6 @@ class AttrMixin:
         if text is not None:
             return self.class_level_value(obj.cls, text)
         return Unknown(f"{obj.label}.{name}", obj.taint)
-
-    def _request_state(self, obj: Obj) -> bool:
-        return obj.cls.name in self.settings.request_state_classes and not obj.under_construction
-
-    def _request_state_value(self, obj: Obj, name: str) -> Value:
-        return self.policy.request_state(self, obj, name)
 
     def _bind(self, method: FuncRef, kind: str, obj: Value, state: State) -> Value:
         if kind == "static":
@@ -192,11 +186,15 @@ class AttrMixin:
                 obj.attrs[name] = join(obj.attrs[name], value)
         return state
 
-    def set_item(self, container: Value, target: cst.Subscript, value: Value, state: State) -> None:
-        if not isinstance(container, Dict) or container.items is None:
-            return
-        if len(target.slice) != 1 or not isinstance(target.slice[0].slice, cst.Index):
-            return
+    def set_item(self, container: Value, target: cst.Subscript, value: Value, state: State
+                 ) -> State:
+        """``container[key] = value``; returns the state (table rows live in its heap)."""
+        single = len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)
+        if isinstance(container, Tensor) and container.rows is not None:
+            index = self.eval(target.slice[0].slice.value, state)[0][1] if single else None
+            return tables.write(state, container.rows, value, isinstance(index, RowIndex))
+        if not isinstance(container, Dict) or container.items is None or not single:
+            return state
         key = self.eval(target.slice[0].slice.value, state)[0][1]
         if isinstance(key, Const):
             try:
@@ -205,3 +203,4 @@ class AttrMixin:
                 container.empty = False
             except TypeError:
                 pass
+        return state

@@ -15,7 +15,8 @@ from warmlint.resolve import ClassRef, FuncRef
 from warmlint.shadows import materialize
 from warmlint.state import State
 from warmlint.values import (
-    Builtin, ClassVal, Const, Dict, External, Func, Lambda, Obj, OneOf, Seq, Super, Sym,
+    Builtin, ClassVal, ConfigChoice, Const, Dict, External, Func, Lambda, Obj, OneOf, Seq,
+    Super, Sym,
     Unknown, Value, join_all, same, taint_of,
 )
 
@@ -93,6 +94,9 @@ class CallMixin:
             self.hit(found.kind, found.target, ref.qualname, node, state,
                      self._dispatch_args(fv, args, kwargs))
             return [(state, shims.opaque_result(None, args, kwargs))]
+        pinned, value = self.driver.assumptions.lookup_call(ref)
+        if pinned:  # an environment probe the settings decide (`has_flashinfer()`)
+            return [(state, Const(value))]
         parsed = self.resolver.parsed(ref)
         if parsed is None:
             return [(state, shims.opaque_result(None, args, kwargs))]
@@ -306,17 +310,26 @@ def commit(obj: Obj, results: list) -> list:
         if len(present) == len(values) and all(same(present[0], v) for v in present[1:]):
             obj.attrs[name] = present[0]
             continue
-        if any(_callable(v) for v in present):
-            keys = _split_by([st.cfg for st, _ in results])
-            if keys:
-                raise PromoteConfig(keys)
+        keys = _split_by([st.cfg for st, _ in results])
+        if any(_callable(v) for v in present) and keys:
+            raise PromoteConfig(keys)
         if len(present) < len(values) and name in obj.attrs:
             present.append(obj.attrs[name])
         obj.attrs[name] = join_all(present)
+        if keys and _flags(present) and isinstance(obj.attrs[name], OneOf):
+            joined = obj.attrs[name]
+            obj.attrs[name] = ConfigChoice(joined.options, joined.taint, frozenset(keys))
     if not names:
         return results
     return [(st.evolve(heap={k: v for k, v in st.heap.items() if k[0] != obj.oid}), val)
             for st, val in results]
+
+
+def _flags(values: list) -> bool:
+    """Constants that differ (``self.use_flashinfer = True`` on one path, False on
+    another): like a binding, a flag set once that later picks the dispatch."""
+    return len(values) > 1 and all(isinstance(v, Const) for v in values) \
+        and len({repr(v.value) for v in values}) > 1
 
 
 def _split_by(cfgs: list) -> set:

@@ -18,7 +18,8 @@ import libcst as cst
 from warmlint import shadows
 from warmlint.interp.frames import BranchResult
 from warmlint.state import Divergence, State, decide
-from warmlint.values import OneOf, Pred, Sym, Value
+from warmlint.configs import PromoteConfig
+from warmlint.values import ConfigChoice, OneOf, Pred, Sym, Value
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,7 @@ class CondMixin:
         results = self.eval(node, state) if value is None else [(state, value)]
         out = []
         for st, val in results:
+            self.promote_choice(val)
             keys = keys_read(val)
             self.read_keys |= keys
             self.reuse.note(keys)
@@ -127,6 +129,12 @@ class CondMixin:
                 out.append((st2, outcome, (lit,)))
         return out
 
+    def promote_choice(self, val: Value) -> None:
+        """A flag a constructor set by config decides this test: restart the enumeration
+        with its atoms as whole-run decisions (configs.PromoteConfig)."""
+        if isinstance(val, ConfigChoice) and not val.keys <= self.driver.whole_run:
+            raise PromoteConfig(set(val.keys))
+
     def _config_decision(self, val: Value, st: State, node=None):
         """bool when decided; (pred, base fact) to fork this path; None if not config."""
         if isinstance(val, Sym) and val.kind == "config":
@@ -148,8 +156,12 @@ class CondMixin:
         in_warmup = bool(self.stack and self.frame.warmup)
         where = "constructor" if self.in_constructor() else (
             "warmup" if in_warmup else self.policy.name)
-        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, runner_init or in_warmup,
-                                   where)
+        # Every config choice the warmup pass meets is a whole-run (leaf) decision: a
+        # path-level split there would let one deployment's warmup path cover another
+        # deployment's serving path once the two paths merge.
+        whole_run = runner_init or in_warmup or (
+            self.policy.name == "warmup" and not self.in_constructor())
+        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, whole_run, where)
         if isinstance(truth, bool):
             return truth != val.negated
         if truth == "fork":

@@ -19,7 +19,7 @@ from warmlint.interp.reuse import CallReuse
 from warmlint.resolve import Resolver
 from warmlint.shadows import absorb
 from warmlint.state import BranchSite, State, merge_states
-from warmlint.values import Const, Lambda, Seq, Unknown, Value, taint_of
+from warmlint.values import Const, Lambda, RowIndex, Seq, Unknown, Value, taint_of
 
 
 @dataclass
@@ -91,6 +91,9 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             return " ".join(cst.Module(body=[]).code_for_node(node).split())
         return fn.code(node)
 
+    def merge(self, states: list) -> list:
+        return merge_states(states, self.policy.keeps_config_paths)
+
     def stack_names(self) -> tuple:
         return tuple((f.module, f.qualname) for f in self.stack)
 
@@ -126,7 +129,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             result.returns += step.returns
             result.breaks += step.breaks
             result.continues += step.continues
-            flow = Flow(normal=absorb(merge_states(step.normal)))
+            flow = Flow(normal=absorb(self.merge(step.normal)))
         result.normal = flow.normal
         return result
 
@@ -178,7 +181,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         out = []
         for st, value in self.eval(stmt.value, state):
             for st2, old in self.eval(stmt.target, st):
-                new = self.binary(old, value, stmt.operator)
+                new = self.binary(old, value, stmt.operator, st2)
                 out.append(self.assign(stmt.target, new, st2))
         return Flow(normal=out)
 
@@ -252,15 +255,15 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
                 elif items is not None and len(items) <= 8:
                     self._unrolled(stmt, items, st2, out)  # registries, mode tuples
                 else:
-                    element = Unknown("element", taint_of(iterable))
+                    element = _loop_element(iterable)
                     body = self.exec_suite(stmt.body, [self.assign(stmt.target, element, st2)])
                     out.returns += body.returns
                     out.normal += body.normal + body.breaks + body.continues
         if stmt.orelse is not None:
-            orelse = self.exec_suite(stmt.orelse.body, merge_states(out.normal))
+            orelse = self.exec_suite(stmt.orelse.body, self.merge(out.normal))
             out.normal = orelse.normal
             out.returns += orelse.returns
-        out.normal = [self._pop_pc(s, state) for s in merge_states(out.normal)]
+        out.normal = [self._pop_pc(s, state) for s in self.merge(out.normal)]
         return out
 
     def _unrolled(self, stmt: cst.For, items, state: State, out: Flow) -> None:
@@ -271,7 +274,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
                 step.absorb(self.exec_suite(stmt.body, [self.assign(stmt.target, item, s)]))
             out.returns += step.returns
             out.normal += step.breaks
-            states = merge_states(step.normal + step.continues)
+            states = self.merge(step.normal + step.continues)
         out.normal += states
 
     def stmt_While(self, stmt: cst.While, state: State) -> Flow:
@@ -283,7 +286,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             body = self.exec_suite(stmt.body, [st])
             out.returns += body.returns
             out.normal += body.normal + body.breaks + body.continues
-        out.normal = [self._pop_pc(s, state) for s in merge_states(out.normal)]
+        out.normal = [self._pop_pc(s, state) for s in self.merge(out.normal)]
         return out
 
     def stmt_Try(self, stmt: cst.Try, state: State) -> Flow:
@@ -303,10 +306,10 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             flow.returns += hflow.returns
             normal += hflow.normal
         if stmt.finalbody is not None:
-            fin = self.exec_suite(stmt.finalbody.body, merge_states(normal))
+            fin = self.exec_suite(stmt.finalbody.body, self.merge(normal))
             flow.returns += fin.returns
             normal = fin.normal
-        flow.normal = merge_states(normal)
+        flow.normal = self.merge(normal)
         return flow
 
     stmt_TryStar = stmt_Try
@@ -327,7 +330,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         flow = Flow(normal=[state])
         for case in stmt.cases:
             flow.absorb(self.exec_suite(case.body, [state.fork()]))
-        flow.normal = merge_states(flow.normal)
+        flow.normal = self.merge(flow.normal)
         return flow
 
     # -- assignment ------------------------------------------------------------------------
@@ -350,8 +353,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
             return state
         if isinstance(target, cst.Subscript):
             for st, container in self.eval(target.value, state):
-                self.set_item(container, target, value, st)
-                state = st
+                state = self.set_item(container, target, value, st)
             return state
         return state
 
@@ -362,6 +364,15 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
 
 
 _STMT_HANDLERS: dict = {}
+
+
+def _loop_element(iterable: Value) -> Value:
+    """The loop variable of a loop the interpreter runs once for all its iterations."""
+    if isinstance(iterable, Seq) and iterable.kind == "range":
+        return RowIndex()  # every row in turn (interp/tables.py)
+    if isinstance(iterable, Seq) and iterable.elem is not None:
+        return iterable.elem.with_taint(iterable.taint)
+    return Unknown("element", taint_of(iterable))
 
 
 def _skip_stmt(self, stmt, state: State) -> Flow:

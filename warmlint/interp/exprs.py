@@ -8,11 +8,12 @@ import operator
 
 import libcst as cst
 
+from warmlint.interp import tables
 from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
 from warmlint.values import (
-    CLEAN, Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, Seq, Sym, Tensor,
-    Unknown, Value, join, options, same, taint_of,
+    CLEAN, Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
+    Unknown, Value, join, join_all, options, same, taint_of,
 )
 
 _BINOPS = {
@@ -152,8 +153,24 @@ class ExprMixin:
         for st, vals in self.eval_seq(iters, state):
             taint = taint_of(*vals)
             empty = True if any(decide(st, v) is False for v in vals) else None
-            out.append((st, Dict(None, empty, taint) if kind == "dict" else Seq(None, kind, empty, taint)))
+            if kind == "dict":
+                out.append((st, Dict(None, empty, taint)))
+                continue
+            elem = self._element_value(node, st, vals[0]) if len(iters) == 1 else None
+            out.append((st, Seq(None, kind, empty, taint, elem)))
         return out
+
+    def _element_value(self, node, st: State, iterable: Value) -> Value | None:
+        """What every element of ``[elt for target in iterable]`` is: ``elt`` evaluated
+        once with ``target`` an element of ``iterable`` (in the comprehension's own scope,
+        so nothing it binds or writes leaks out)."""
+        if node.for_in.ifs or not isinstance(node.for_in.target, cst.Name):
+            return None
+        item = iterable.elem if isinstance(iterable, Seq) and iterable.elem is not None \
+            else Unknown("element", iterable.taint)
+        scope = self.assign(node.for_in.target, item, st.fork())
+        values = [v for _, v in self.eval(node.elt, scope)]
+        return join_all(values) if values else None
 
     def expr_ListComp(self, node, state):
         return self._comprehension(node, state, "list")
@@ -169,11 +186,14 @@ class ExprMixin:
 
     # -- operators --------------------------------------------------------------------------
     def expr_BinaryOperation(self, node, state):
-        return [(st, self.binary(a, b, node.operator)) for st, (a, b) in
+        return [(st, self.binary(a, b, node.operator, st)) for st, (a, b) in
                 self.eval_seq([node.left, node.right], state)]
 
-    def binary(self, a: Value, b: Value, op) -> Value:
+    def binary(self, a: Value, b: Value, op, st: State | None = None) -> Value:
         taint = a.taint | b.taint
+        if st is not None and (tables.rows_of(a) or tables.rows_of(b)):  # element-wise
+            elem = self.binary(_element(a, st), _element(b, st), op)
+            return tables.derived(elem, _batch(a) or _batch(b))
         if isinstance(a, Const) and isinstance(b, Const):
             fn = _BINOPS.get(type(op))
             if fn is not None:
@@ -189,9 +209,16 @@ class ExprMixin:
         return Unknown("", taint)
 
     def expr_UnaryOperation(self, node, state):
+        if isinstance(node.operator, cst.Not) and isinstance(_unparen(node.expression),
+                                                              cst.BooleanOperation):
+            # `not (a or b)` is a test: its outcome (which disjunct) is recorded and can
+            # diverge like an `if`'s (``fused_sampler_eligible = not (... or seeded)``).
+            return [(st, Const(not truth, st.pc)) for st, truth, _ in
+                    self.branch(_unparen(node.expression), state, node)]
         out = []
         for st, val in self.eval(node.expression, state):
             if isinstance(node.operator, cst.Not):
+                self.promote_choice(val)
                 truth = decide(st, val)
                 if truth is not None:
                     out.append((st, Const(not truth, val.taint)))
@@ -206,22 +233,46 @@ class ExprMixin:
                     out.append((st, Const(-val.value, val.taint)))
                 except TypeError:
                     out.append((st, Unknown("", val.taint)))
+            elif tables.rows_of(val) and isinstance(node.operator, cst.BitInvert):
+                elem = _element(val, st)
+                truth = decide(st, elem)
+                flipped = Const(not truth, elem.taint) if truth is not None else (
+                    elem.negate() if isinstance(elem, Pred) else Unknown("", elem.taint))
+                out.append((st, tables.derived(flipped, val.batch)))
             else:
                 out.append((st, val if isinstance(val, Tensor) else Unknown("", val.taint)))
         return out
 
     def expr_BooleanOperation(self, node, state):
         # Value-level `a or b` / `a and b`: pick when decided, else either (no fork).
+        # A config literal is decided per leaf or splits the path, as in a branch test.
         is_and = isinstance(node.operator, cst.And)
         out = []
-        for st, left in self.eval(node.left, state):
-            truth = decide(st, left)
-            if truth is not None and truth != is_and:
-                out.append((st, left))
-                continue
-            for st2, right in self.eval(node.right, st):
-                out.append((st2, right if truth is not None else join(left, right, left.taint)))
+        for st0, left0 in self.eval(node.left, state):
+            for st, left, truth in self._config_split(st0, left0, node.left):
+                if truth is not None and truth != is_and:
+                    out.append((st, left))
+                    continue
+                for st1, right1 in self.eval(node.right, st):
+                    for st2, right, _ in self._config_split(st1, right1, node.right):
+                        out.append((st2, right if truth is not None
+                                    else join(left, right, left.taint)))
         return out
+
+    def _config_split(self, st: State, value: Value, node) -> list:
+        """(state, value, truth) for a value-level operand: its truth when the path knows
+        it, the config driver's decision (or both, on split paths) for a config atom."""
+        self.promote_choice(value)
+        truth = decide(st, value)
+        if truth is not None:
+            return [(st, value, truth)]
+        config = self._config_decision(value, st)
+        if isinstance(config, bool):
+            return [(st, Const(config, value.taint), config)]
+        if config is None:
+            return [(st, value, None)]
+        pred, base = config
+        return [(st.refine_cfg(pred, o, base), Const(o, value.taint), o) for o in (True, False)]
 
     def expr_Comparison(self, node, state):
         out = []
@@ -254,6 +305,9 @@ class ExprMixin:
 
     def _compare(self, a: Value, op: str, b: Value, st: State) -> Value:
         taint = a.taint | b.taint
+        if op in _FLIP and (tables.rows_of(a) or tables.rows_of(b)):  # element-wise
+            elem = self.compare(_element(a, st), op, _element(b, st), st)
+            return tables.derived(elem, _batch(a) or _batch(b))
         if isinstance(a, OneOf) or isinstance(b, OneOf):
             results = [self._compare(x, op, y, st) for x in options(a) for y in options(b)]
             truths = {decide(st, r) for r in results}
@@ -279,8 +333,8 @@ class ExprMixin:
         if isinstance(a, Sym) and op in ("in", "notin") and isinstance(b, Seq) and b.items is not None \
                 and all(isinstance(i, Const) for i in b.items):
             return Pred("in", a, frozenset(i.value for i in b.items), op == "notin", "", taint)
-        if op in ("eq", "ne") and same(a, b) and not isinstance(a, (Sym, Unknown, Tensor)):
-            return Const(op == "eq", taint)
+        if op in ("eq", "ne") and same(a, b) and not isinstance(a, (Unknown, Tensor)):
+            return Const(op == "eq", taint)  # one symbol is one value: ``x == x``
         return Unknown("", taint)
 
     def _identity(self, a: Value, op: str, b: Value, taint) -> Value:
@@ -332,6 +386,8 @@ class ExprMixin:
             if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
                 for st2, key in self.eval(node.slice[0].slice.value, st):
                     out.append((st2, self.subscript(base, key, st2)))
+            elif isinstance(base, Seq) and base.elem is not None:  # a slice of alike elements
+                out.append((st, Seq(None, base.kind, None, base.taint, base.elem)))
             else:
                 out.append((st, Tensor(None, base.taint) if isinstance(base, Tensor)
                             else Unknown("slice", base.taint)))
@@ -342,12 +398,20 @@ class ExprMixin:
         if isinstance(base, Seq) and base.items is not None and isinstance(key, Const) \
                 and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
             return base.items[key.value].with_taint(taint)
+        if isinstance(base, Seq) and base.items is None and base.elem is not None:
+            return base.elem.with_taint(taint)
         if isinstance(base, Dict) and base.items is not None and isinstance(key, Const):
             try:
                 if key.value in base.items:
                     return base.items[key.value].with_taint(taint)
             except TypeError:
                 pass
+        if isinstance(base, Tensor) and base.rows is not None:
+            # Which rows a batch selects is not what a row holds: the key's taint stays out.
+            elem = tables.element(st, base.rows).with_taint(base.taint)
+            if isinstance(key, (RowIndex, Const)) or (isinstance(key, Sym) and key.is_int):
+                return elem  # one request's row
+            return tables.derived(elem)  # the rows of some requests
         if isinstance(base, Tensor):
             return Tensor(None, taint)
         if isinstance(base, OneOf):
@@ -383,6 +447,19 @@ class ExprMixin:
 
 
 _EXPR_HANDLERS: dict = {}
+
+
+def _unparen(node):
+    return node.with_changes(lpar=(), rpar=()) if getattr(node, "lpar", None) else node
+
+
+def _element(value: Value, st: State) -> Value:
+    table = tables.rows_of(value)
+    return value if table is None else tables.element(st, table).with_taint(value.taint)
+
+
+def _batch(value: Value):
+    return value.batch if isinstance(value, Tensor) else None
 
 
 def _unknown_expr(self, node, state):

@@ -59,6 +59,7 @@ class PassPolicy:
 
     name = "?"  # "warmup" | "serving": where config atoms were consulted (configs.py)
     reuses_calls = False  # cold paths reuse each other's helper calls (interp/reuse.py)
+    keeps_config_paths = False  # paths split on a config atom never merge (state.py)
     active = None  # warmup: the entry call being interpreted
 
     def outcomes(self, interp, test, site_node, key: str, results: list, multi: bool) -> list:
@@ -92,10 +93,6 @@ class PassPolicy:
 
     def config_test(self, interp, node, pred, context: str) -> None:
         pass
-
-    def request_state(self, interp, obj, name: str) -> Value:
-        """A field of per-request state (model-runner-v2 ``SamplingStates`` ...)."""
-        raise NotImplementedError
 
 
 def outcome_id(res: BranchResult, multi: bool) -> str:

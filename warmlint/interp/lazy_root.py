@@ -15,8 +15,9 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from warmlint.interp import tables
 from warmlint.state import State
-from warmlint.values import Obj, Sym, Unknown, Value, join, join_all
+from warmlint.values import Const, Obj, Sym, Unknown, Value, join, join_all
 
 
 @dataclass
@@ -35,20 +36,26 @@ class LazyRootMixin:
             return self.lazy_memo[key]
         self.lazy_memo[key] = Unknown(f"{obj.label}.{name}")  # cycle guard
         value = None
-        for init in self._inits(obj):
-            sites = [s for s in self._sites(init) if _is_self_attr(s.target, name)]
-            found = self._choose(obj, init, sites, lambda s: self._attr_rhs(s, name), cfg)
-            if found is not None:
-                value = found
+        for index, method in enumerate(self.settings.setup_methods):
+            if index and not _placeholder(value):
+                break  # only what ``__init__`` leaves as None is built later
+            for init in self._setup_methods(obj, method):
+                sites = [s for s in self._sites(init) if _is_self_attr(s.target, name)]
+                found = self._choose(obj, init, sites, lambda s: self._attr_rhs(s, name), cfg)
+                if found is not None:
+                    value = found
         self.lazy_memo[key] = value
         return value
 
-    def _inits(self, obj: Obj) -> list:
+    def _setup_methods(self, obj: Obj, name: str) -> list:
+        """The runner's set-up method ``name`` along its MRO, bases first. vLLM runs
+        ``__init__``, then ``load_model`` (``setup-methods``); an attribute ``__init__``
+        declares as None (``self.sampler = None``) is built by the later ones."""
         out = []
         for cls in reversed(self.resolver.mro(obj.cls)):
             if not hasattr(cls, "module"):
                 continue
-            ref, _ = self.resolver.lookup_method(cls, "__init__")
+            ref, _ = self.resolver.lookup_method(cls, name)
             parsed = self.resolver.parsed(ref) if ref is not None else None
             if parsed is not None and ref.qualname.startswith(cls.name + ".") and parsed not in out:
                 out.append(parsed)
@@ -124,12 +131,21 @@ class LazyRootMixin:
 
     def _attr_rhs(self, site: _Site, name: str):
         def evaluate(st: State) -> Value:
-            value = join_all(v for _, v in self.eval(site.stmt.value, st))
+            results = self.eval(site.stmt.value, st)
+            tables.commit([s for s, _ in results])
+            value = join_all(v for _, v in results)
             if isinstance(site.target, (cst.Tuple, cst.List)):
                 elements = [e.value for e in site.target.elements]
                 index = next(i for i, e in enumerate(elements) if _is_self_attr(e, name))
                 return self.unpack(value, len(elements))[index]
             return value
+        return evaluate
+
+    def _committed(self, site: _Site):
+        def evaluate(st: State) -> Value:
+            results = self.eval(site.stmt.value, st)
+            tables.commit([s for s, _ in results])
+            return join_all(v for _, v in results)
         return evaluate
 
     def _in_lazy_frame(self, obj: Obj, init, index: int, body, cfg: dict | None = None):
@@ -159,11 +175,13 @@ class LazyRootMixin:
         value = None
         if sites:
             site = sites[-1]
-            value = self._in_lazy_frame(
-                obj, init, site.index,
-                lambda st: join_all(v for _, v in self.eval(site.stmt.value, st)), cfg)
+            value = self._in_lazy_frame(obj, init, site.index, self._committed(site), cfg)
         self.lazy_memo[key] = value
         return value
+
+
+def _placeholder(value: Value | None) -> bool:
+    return isinstance(value, Const) and value.value is None
 
 
 def _is_self_attr(target, name: str) -> bool:

@@ -9,7 +9,8 @@ Anything else returns an unknown value that keeps the taint of its inputs.
 from __future__ import annotations
 
 from warmlint import sinks
-from warmlint.state import State, decide
+from warmlint.interp import tables
+from warmlint.state import State, decide, eval_pred
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Obj, OneOf, Seq, Sym, Tensor, Unknown,
     Value, join_all, taint_of,
@@ -17,6 +18,9 @@ from warmlint.values import (
 
 _SHAPE_MAKERS = {"full", "empty", "zeros", "ones", "rand", "randn", "randint", "arange"}
 _LIKE_MAKERS = {"empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like"}
+_ARRAY_MODULES = {"torch", "numpy"}
+_REDUCTIONS = {"any": "any", "all": "all", "max": "max", "amax": "max", "min": "min",
+               "amin": "min", "sum": "sum", "count_nonzero": "sum"}
 
 
 def _batch_of(values) -> Value | None:
@@ -59,12 +63,25 @@ def call_external(interp, fv: External, args, kwargs, state: State, node) -> lis
         clone = Obj(args[0].cls, {**args[0].attrs, **kwargs}, label=args[0].label)
         return [(state, clone)]
     head, _, leaf = name.rpartition(".")
-    if head == "torch" and leaf in _SHAPE_MAKERS:
-        batch = _shape_batch(args[0]) if args else None
-        return [(state, Tensor(batch, taint_of(*args, *kwargs.values())))]
-    if head == "torch" and leaf in _LIKE_MAKERS:
-        return [(state, Tensor(_batch_of(args), taint_of(*args)))]
+    if head in _ARRAY_MODULES:
+        made = _array_call(leaf, args, kwargs, state)
+        if made is not None:
+            return [(state, made)]
     return [(state, opaque_result(fv, args, kwargs))]
+
+
+def _array_call(leaf: str, args, kwargs, state: State) -> Value | None:
+    """torch/numpy array makers (tables, see interp/tables.py) and reductions."""
+    if leaf in _SHAPE_MAKERS or leaf in _LIKE_MAKERS:
+        batch = (_shape_batch(args[0]) if args else None) if leaf in _SHAPE_MAKERS \
+            else _batch_of(args)
+        elem = tables.maker_element(leaf, list(args), kwargs)
+        rows = tables.new(elem) if elem is not None else None
+        taint = taint_of(*args, *kwargs.values()) if leaf in _SHAPE_MAKERS else taint_of(*args)
+        return Tensor(batch, taint, rows)
+    if leaf in _REDUCTIONS and args:
+        return tables.reduce(_REDUCTIONS[leaf], args[0], state)
+    return None
 
 
 def call_builtin(interp, fv: Builtin, args, kwargs, state: State, node) -> list:
@@ -78,7 +95,7 @@ def call_builtin(interp, fv: Builtin, args, kwargs, state: State, node) -> list:
     if name == "super":
         return [(state, interp.super_of(state))]
     if name.startswith("tensor."):
-        return [(state, _tensor_method(name[7:], bound, args, taint))]
+        return _tensor_method_call(name[7:], bound, args, kwargs, state, taint)
     if name.startswith("dict.") or name.startswith("seq."):
         return [(state, _container_method(name.split(".", 1)[1], bound, args, taint))]
     if name.startswith("funcattr."):
@@ -90,6 +107,21 @@ def call_builtin(interp, fv: Builtin, args, kwargs, state: State, node) -> list:
     if name.startswith("const."):
         return [(state, Unknown("", bound.taint | taint))]
     return [(state, _plain_builtin(interp, name, args, kwargs, state, taint))]
+
+
+def _tensor_method_call(method: str, tensor: Tensor, args, kwargs, state: State, taint) -> list:
+    table = tensor.rows
+    if table is not None:
+        if method in ("fill", "fill_") and args:
+            return [(tables.write(state, table, args[0], every_row=True), Const(None))]
+        if method == "copy_" and args and tables.rows_of(args[0]) is not None:
+            elem = tables.element(state, args[0].rows)
+            return [(tables.write(state, table, elem, every_row=True), tensor)]
+        if method in _REDUCTIONS or method == "item":
+            return [(state, tables.reduce(_REDUCTIONS.get(method, method), tensor, state))]
+        if method in tables.ALIASES:
+            return [(state, Tensor(tensor.batch, tensor.taint | taint, table))]
+    return [(state, _tensor_method(method, tensor, args, taint))]
 
 
 def _tensor_method(method: str, tensor: Tensor, args, taint) -> Value:
@@ -161,9 +193,25 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         return Seq(None, name, getattr(arg, "empty", None), taint)
     if name in ("dict",) and not args:
         return Dict(dict(kwargs), not kwargs, taint)
+    if name == "range" and args:
+        return Seq(None, "range", _range_empty(state, args), taint)
     if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
         return Seq(None, "list", None, taint)
     return Unknown(name, taint)
+
+
+def _range_empty(state: State, args) -> bool | None:
+    """Whether ``range(*args)`` is empty, when the path knows (``range(num_reqs)`` with
+    the warmup batch is not)."""
+    if len(args) != 1:
+        return None
+    stop = args[0]
+    if isinstance(stop, Const) and isinstance(stop.value, int):
+        return stop.value <= 0
+    if isinstance(stop, Sym):
+        at_least_one = eval_pred(state.fact(stop), "ge", 1)
+        return None if at_least_one is None else not at_least_one
+    return None
 
 
 def _isinstance(interp, value: Value, types: Value, taint) -> Value:
