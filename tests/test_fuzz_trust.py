@@ -34,7 +34,7 @@ CHEAP_SETTINGS = settings(max_examples=CHEAP, deadline=None, database=None,
 
 JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False)
-    | st.text(max_size=20) | st.sampled_from(["/dev/zero", "../x.py", "dir:..", "vllm/x.py"]),
+    | st.text(max_size=20) | st.sampled_from(["/nonexistent/x.py", "../x.py", "dir:..", "vllm/x.py"]),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=12), inner,
                                                                  max_size=4),
     max_leaves=12)
@@ -92,7 +92,7 @@ def test_hostile_result_entries(stored):
             from warmlint.reporters import render
 
             for fmt in ("text", "json", "github", "sarif"):
-                assert render(report, fmt)
+                assert isinstance(render(report, fmt), str)  # "" for no findings in text
 
     run()
     COUNTS["hostile result entries"] = len(tried)

@@ -194,12 +194,13 @@ def test_a_forged_cached_source_never_runs(site, tmp_path, case):
 
 
 @pytest.mark.parametrize("damage", ['{"deps": [], "result": {}}', "[]", "\0\0not json",
-                                    '{"format": 5, "deps": {"/dev/zero": "x"}, "codes": {}, '
+                                    '{"format": 5, "deps": {"FIFO": "x"}, "codes": {}, '
                                     '"anchors": {}, "result": {"source": "x"}}'])
 def test_a_malformed_cache_entry_is_rebuilt(site, tmp_path, damage):
     cache = tmp_path / "cache"
     start(site, cache)
-    _entry(cache).write_text(damage)
+    os.mkfifo(tmp_path / "outside.fifo")  # a dependency outside the tree: never opened
+    _entry(cache).write_text(damage.replace("FIFO", str(tmp_path / "outside.fifo")))
     got, log = start(site, cache)
     assert got == {"upgraded": True, "seeded": UPGRADED}, log
 

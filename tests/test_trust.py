@@ -82,7 +82,8 @@ def test_planted_table_of_contents_entries_are_misses(tmp_path, damage):
     assert again.returncode == 1
 
 
-def _forge(entry: dict, how: str) -> dict:
+def _forge(entry: dict, how: str, outside: str) -> dict:
+    """``outside``: a FIFO outside the tree (opening it for reading would block)."""
     if how == "deps is a list":
         return {"deps": [], "result": {}}
     if how == "no deps, no findings":
@@ -93,18 +94,23 @@ def _forge(entry: dict, how: str) -> dict:
         finding = {k: v for k, v in entry["result"]["findings"][0].items() if k != "line"}
         return {**entry, "result": {**entry["result"], "findings": [finding]}}
     if how == "a dependency outside the tree":
-        return {**entry, "deps": {"/dev/zero": "0" * 40, "../../etc/passwd": "0" * 40}}
+        return {**entry, "deps": {outside: "0" * 40, "../../etc/passwd": "0" * 40}}
+    if how == "a file to scan outside the tree":  # the suppression pass reads `files`
+        return {**entry, "result": {**entry["result"], "files": [outside]}}
     raise AssertionError(how)
 
 
 @pytest.mark.parametrize("how", ["deps is a list", "no deps, no findings",
                                  "an int for the findings", "a finding without a line",
-                                 "a dependency outside the tree"])
+                                 "a dependency outside the tree",
+                                 "a file to scan outside the tree"])
 def test_forged_result_entries_are_never_trusted(tmp_path, how):
     root, cache = make_tree(tmp_path), tmp_path / "cache"
     first, fresh = check(root, "--cache-dir", str(cache))
     (entry,) = (cache / "results").glob("*.json")
-    entry.write_text(json.dumps(_forge(json.loads(entry.read_text()), how)))
+    os.mkfifo(tmp_path / "outside.fifo")
+    entry.write_text(json.dumps(_forge(json.loads(entry.read_text()), how,
+                                       str(tmp_path / "outside.fifo"))))
     proc, data = check(root, "--cache-dir", str(cache))
     assert proc.returncode == 1, proc.stderr
     assert data["stats"]["cache"] == "miss" and outcomes(data) == outcomes(fresh)

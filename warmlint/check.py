@@ -10,7 +10,7 @@ from warmlint import __version__, shift
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
 from warmlint.index import code_digest
-from warmlint.summary_cache import SummaryCache, default_cache_dir, listing_digest
+from warmlint.summary_cache import SummaryCache, default_cache_dir, inside_tree, listing_digest
 
 
 @dataclass
@@ -49,8 +49,8 @@ def _report_from_cache(root: Path, cached) -> Report | None:
     """The stored run as a Report, or None if it is not what ``run_check`` stores."""
     from warmlint.report_schema import RESULT, conforms
 
-    if not conforms(cached, RESULT):
-        return None
+    if not conforms(cached, RESULT) or not all(map(inside_tree, cached["files"])):
+        return None  # (the suppression pass reads `files`)
     return Report(root, [_finding_from_json(f) for f in cached["findings"]], cached["errors"],
                   dict(cached["stats"], cache="hit"), cached["files"])
 

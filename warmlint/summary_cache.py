@@ -49,7 +49,7 @@ def _load(path: Path):
         return None
 
 
-def _rel_ok(rel) -> bool:
+def inside_tree(rel) -> bool:
     """A dependency path the entry may name: relative, inside the tree."""
     return isinstance(rel, str) and bool(rel) and not rel.startswith(("/", "\\")) \
         and ".." not in rel.replace("\\", "/").split("/") and "\0" not in rel
@@ -161,8 +161,8 @@ def _well_formed(payload) -> bool:
         return False
     deps, codes = payload.get("deps"), payload.get("codes")
     return (_str_table(deps) and bool(deps) and _str_table(codes)
-            and all(_rel_ok(rel.removeprefix("dir:")) for rel in deps)
-            and all(_rel_ok(rel) for rel in codes)
+            and all(inside_tree(rel.removeprefix("dir:")) for rel in deps)
+            and all(inside_tree(rel) for rel in codes)
             and isinstance(payload.get("anchors"), dict) and "result" in payload)
 
 
