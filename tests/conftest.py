@@ -63,3 +63,14 @@ def tree(tmp_path):
 def _isolated_cache(tmp_path, monkeypatch):
     # Every test gets its own cache: a warm cache from another test must not hide a bug.
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg-cache"))
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many generated cases the fuzz tests ran (`COUNTS` of each tests/test_fuzz*.py)."""
+    counts = {}
+    for name, module in list(sys.modules.items()):
+        if name.startswith("test_fuzz"):
+            counts.update(getattr(module, "COUNTS", {}))
+    if counts:
+        parts = ", ".join(f"{n} {what}" for what, n in counts.items())
+        terminalreporter.write_line(f"fuzz: {sum(counts.values())} generated cases ({parts})")

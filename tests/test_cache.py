@@ -130,3 +130,19 @@ def test_a_warm_run_imports_no_libcst(tmp_path):
             "print('libcst' in sys.modules, file=sys.stderr)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.stderr.strip().splitlines()[-1] == "False", proc.stderr
+
+
+def test_tables_of_contents_round_trip_through_json():
+    """The cache stores tables of contents as JSON: every field must come back equal."""
+    import json
+
+    from conftest import FIXTURES
+    from warmlint.index import build_toc
+    from warmlint.toc_json import decode, encode
+
+    base = FIXTURES / "minivllm"
+    for path in sorted(base.rglob("*.py")):
+        rel = path.relative_to(base).as_posix()
+        name = rel[:-3].replace("/", ".").removesuffix(".__init__")
+        toc = build_toc(name, rel, path.read_bytes(), path.name == "__init__.py")
+        assert decode(json.loads(json.dumps(encode(toc)))) == toc, rel

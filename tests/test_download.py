@@ -5,8 +5,10 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import os
 import socket
 import threading
+import time
 import zipfile
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -224,14 +226,57 @@ def test_path_traversal_member_rejected(pypi, tmp_path):
     assert not (tmp_path / "c" / "releases" / f"vllm-{VERSION}").exists()
 
 
-def test_full_verify_catches_same_size_modification(pypi, wheel, tmp_path):
+def test_a_same_size_edit_is_caught_and_refetched(pypi, wheel, tmp_path):
+    """The edit keeps the size, so only the hash sees it; it changed the file's mtime and
+    ctime after the marker was written, which is what makes the cheap check hash it."""
     pypi.publish(wheel)
     out = fetch(pypi, tmp_path / "c")
     f = out / "vllm/__init__.py"
+    time.sleep(0.05)  # past the coarsest file timestamp clock
     f.write_bytes(f.read_bytes().replace(b"1.2.3", b"6.6.6"))  # same size
-    assert verify_release(out) == []  # the cheap check only looks at sizes
-    problems = verify_release(out, full=True)
-    assert problems == ["vllm/__init__.py does not match its sha256 in RECORD"]
+    assert verify_release(out) == ["vllm/__init__.py does not match its sha256 in RECORD"]
+    assert fetch(pypi, tmp_path / "c") == out and pypi.wheel_gets() == 2
+    assert f.read_bytes() == SOURCES["vllm/__init__.py"]
+
+
+def test_the_cheap_check_hashes_only_files_newer_than_the_marker(pypi, wheel, tmp_path,
+                                                                 monkeypatch):
+    from warmlint import download
+
+    pypi.publish(wheel)
+    out = fetch(pypi, tmp_path / "c")
+    hashed = []
+    real = download._hash_file
+    monkeypatch.setattr(download, "_hash_file", lambda p: (hashed.append(p), real(p))[1])
+    assert verify_release(out) == [] and hashed == []
+    assert fetch(pypi, tmp_path / "c", verify=True) == out  # --verify-cache: every file
+    assert len(hashed) == len(SOURCES) and pypi.wheel_gets() == 1
+    hashed.clear()
+    old = (out / MARKER).stat().st_mtime - 3600  # a cache restored from an archive
+    os.utime(out / MARKER, (old, old))
+    assert verify_release(out) == [] and len(hashed) == len(SOURCES)
+    hashed.clear()
+    assert verify_release(out) == [] and hashed == []  # intact: the marker was renewed
+
+
+def test_a_reply_that_is_not_http_is_one_clean_line(tmp_path):
+    """A proxy or server answering garbage: no traceback, no raw bytes in the message."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+
+    def answer():
+        conn, _ = server.accept()
+        conn.recv(65536)
+        conn.sendall(b"\x1b[31mGARBAGE\x07\r\n\r\n")
+        conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    url = f"http://127.0.0.1:{server.getsockname()[1]}/pypi"
+    with pytest.raises(DownloadError) as err:
+        fetch_release(VERSION, tmp_path / "c", progress=False, index_url=url)
+    server.close()
+    assert str(err.value) == "bad reply from 127.0.0.1 (BadStatusLine): not an HTTP response"
 
 
 def test_concurrent_fetches_download_once(pypi, wheel, tmp_path):

@@ -2,8 +2,10 @@
 
 No exception may escape, no example may hang (hypothesis deadline for slow ones, an
 alarm as the hard stop), and whatever cannot be parsed must come back as an `errors`
-entry for that file. Each test counts the inputs it tried, prints the count and checks
-it reached the configured number (WARMLINT_FUZZ_EXAMPLES scales it up locally).
+entry for that file, which makes the result incomplete. Each test counts the inputs it
+tried, records the count and checks it reached the configured number
+(WARMLINT_FUZZ_EXAMPLES scales it up locally); the total over every fuzz module is
+printed at the end of the run (conftest).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from warmlint.check import analyze_tree
 from warmlint.settings import Settings
 
 EXAMPLES = int(os.environ.get("WARMLINT_FUZZ_EXAMPLES", "100"))
+COUNTS: dict = {}  # test -> inputs tried; conftest reports the total at the end of the run
 DEADLINE_MS = 5000
 HANG_S = 60
 BASE = {p.relative_to(FIXTURES / "minivllm").as_posix(): p.read_text()
@@ -65,6 +68,8 @@ def analyze(files: dict):
         assert error["path"] in files and isinstance(error["line"], int) and error["message"]
     for finding in report.findings:
         assert finding.to_json()["fingerprint"]
+    stats = report.to_json()["stats"]  # no silent pass: any error makes it incomplete
+    assert stats["complete"] is (not report.errors) and len(stats["incomplete"]) == len(report.errors)
     return report
 
 
@@ -213,7 +218,7 @@ def test_mutated_fixture_sources():
             assert target not in broken, report.errors
 
     run()
-    print(f"\nfuzz: {len(tried)} mutated trees analyzed")
+    COUNTS["mutated fixture trees"] = len(tried)
     assert len(tried) >= EXAMPLES
 
 
@@ -235,5 +240,5 @@ def test_generated_programs():
             == [True]
 
     run()
-    print(f"\nfuzz: {len(tried)} generated programs analyzed")
+    COUNTS["generated programs"] = len(tried)
     assert len(tried) >= EXAMPLES

@@ -107,3 +107,10 @@ def test_plugin_is_a_noop_on_0_21_0_and_upgrades_0_20_0():
     source = fixed_dummy_sampler_run_source(releases / "vllm-0.20.0")
     assert 'not in ("processed_logits", "processed_logprobs")' in source
     assert "envs.VLLM_USE_FLASHINFER_SAMPLER" in source
+    # A later start may run the cached copy only if it checks out against the install.
+    from warmlint.plugin_source import installed_method, is_upgrade_of
+    from warmlint.settings import Settings
+
+    runner = releases / "vllm-0.20.0" / "vllm/v1/worker/gpu_model_runner.py"
+    original = installed_method(runner, "GPUModelRunner", "_dummy_sampler_run")
+    assert is_upgrade_of(source, original, {"generators": Settings().fix_values["generators"]})

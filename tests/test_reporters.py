@@ -162,3 +162,7 @@ def test_sarif_reports_unparsable_files_as_notifications(tmp_path, validator):
     notes = doc["runs"][0]["invocations"][0]["toolExecutionNotifications"]
     assert [n["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for n in notes] \
         == ["vllm/v1/sample/ops/logprobs.py"]
+    invocation = doc["runs"][0]["invocations"][0]
+    assert invocation["executionSuccessful"] is False  # incomplete: not a clean run
+    assert invocation["properties"]["complete"] is False
+    assert proc.returncode == 2 and "warmlint: incomplete: 1 problem" in proc.stderr

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_tree, run_cli
-from warmlint import cli
+from warmlint import cli, index
 
 LOGPROBS = "vllm/v1/sample/ops/logprobs.py"
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
@@ -25,8 +25,18 @@ MEMORY_LIMIT = 3 << 30  # address space for the huge-file run: generous, but fin
 def _check_json(root: Path, *args: str, **kw):
     proc = run_cli("check", "--format", "json", "--no-cache", *args, str(root), **kw)
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc, json.loads(proc.stdout)
+    return proc, _exit_by_completeness(proc)
+
+
+def _exit_by_completeness(proc) -> dict:
+    """An errors entry makes the result incomplete: exit 2 and one stderr line."""
+    data = json.loads(proc.stdout)
+    incomplete = bool(data["errors"])
+    assert data["stats"]["complete"] is not incomplete
+    assert len(data["stats"]["incomplete"]) == len(data["errors"])
+    assert proc.returncode == (2 if incomplete else 1 if data["findings"] else 0), proc.stderr
+    assert ("warmlint: incomplete: " in proc.stderr) is incomplete, proc.stderr
+    return data
 
 
 def _outcomes(data: dict) -> set:
@@ -56,15 +66,15 @@ def test_unreadable_file(tmp_path):
 def test_unreadable_file_code_path(tmp_path, monkeypatch, capsys):
     """The chmod test cannot run as root: make the read itself raise PermissionError."""
     root = make_tree(tmp_path, "base")
-    real = pathlib.Path.read_bytes
+    real = index.read_regular
 
-    def read_bytes(self):
-        if self.as_posix().endswith(LOGPROBS):
-            raise PermissionError(13, "Permission denied", str(self))
-        return real(self)
+    def read_regular(path, limit):
+        if pathlib.Path(path).as_posix().endswith(LOGPROBS):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, limit)
 
-    monkeypatch.setattr(pathlib.Path, "read_bytes", read_bytes)
-    assert cli.main(["check", "--format", "json", "--no-cache", str(root)]) == 1
+    monkeypatch.setattr(index, "read_regular", read_regular)
+    assert cli.main(["check", "--format", "json", "--no-cache", str(root)]) == 2  # incomplete
     out, err = capsys.readouterr()
     data = json.loads(out)
     assert _errors(data)[LOGPROBS] == {"path": LOGPROBS, "line": 1,
@@ -89,8 +99,7 @@ def run_with_timeout(root: Path, timeout: float = 120, *args: str):
                            "--no-cache", *args, str(root)], capture_output=True, text=True,
                           timeout=timeout, preexec_fn=_limit_memory)
     assert "Traceback" not in proc.stderr, proc.stderr
-    assert proc.returncode in (0, 1), proc.stderr
-    return proc, json.loads(proc.stdout)
+    return proc, _exit_by_completeness(proc)
 
 
 def _limit_memory():
@@ -148,9 +157,13 @@ def test_unparsable_file_is_an_error_entry_and_the_rest_is_analyzed(tmp_path):
     proc, data = _check_json(root)
     assert data["errors"] == [
         {"path": LOGPROBS, "line": 4, "message": "syntax error: invalid syntax"}]
-    assert _outcomes(data) == {SEEDED} and proc.returncode == 1
+    assert _outcomes(data) == {SEEDED} and proc.returncode == 2
     text = run_cli("check", "--no-cache", str(root))
     assert f"{LOGPROBS}:4: error: syntax error" in text.stderr.replace(str(root) + "/", "")
+    assert text.returncode == 2 and text.stderr.splitlines()[-1].startswith(
+        "warmlint: incomplete: 1 problem (")
+    relaxed = run_cli("check", "--no-cache", "--allow-incomplete", str(root))
+    assert relaxed.returncode == 1 and "exiting by findings" in relaxed.stderr
 
 
 def test_code_from_the_tree_is_never_imported_or_run(tmp_path):

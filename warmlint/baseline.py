@@ -13,8 +13,8 @@ from collections import Counter
 from pathlib import Path
 
 from warmlint.config import UsageError
+from warmlint.files import DATA_MAX_BYTES, read_regular, write_file
 from warmlint.findings import sort_key
-from warmlint.summary_cache import atomic_write
 
 VERSION = 1
 FIELDS = ("fingerprint", "rule", "path", "function", "message")
@@ -28,7 +28,7 @@ def dumps(findings: list) -> str:
 
 def write(path: Path, findings: list) -> None:
     try:
-        atomic_write(path, dumps(findings).encode())
+        write_file(path, dumps(findings).encode())
     except OSError as exc:
         raise UsageError(f"{path}: cannot write baseline: {exc.strerror or exc}") from None
 
@@ -36,10 +36,10 @@ def write(path: Path, findings: list) -> None:
 def load(path: Path) -> Counter:
     """Fingerprint counts recorded in ``path``; any defect is a usage error."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(read_regular(path, DATA_MAX_BYTES).decode("utf-8"))
     except OSError as exc:
         raise UsageError(f"{path}: cannot read baseline: {exc.strerror or exc}") from None
-    except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, nesting
         raise UsageError(f"{path}: corrupt baseline: {exc}") from None
     if not isinstance(data, dict) or data.get("warmlint_baseline") != VERSION:
         raise UsageError(f"{path}: not a warmlint baseline (version {VERSION}); "

@@ -10,7 +10,7 @@ from warmlint import __version__, shift
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
 from warmlint.index import code_digest
-from warmlint.summary_cache import SummaryCache, default_cache_dir, listing_digest
+from warmlint.summary_cache import SummaryCache, default_cache_dir, inside_tree, listing_digest
 
 
 @dataclass
@@ -21,16 +21,38 @@ class Report:
     stats: dict = field(default_factory=dict)
     files: list = field(default_factory=list)  # rel paths the analysis read (suppression pass)
 
+    @property
+    def incomplete(self) -> list[str]:
+        """Why the result does not cover everything it was asked to, one line each.
+
+        Every ``errors`` entry is such a reason, whatever produced it (a file that could
+        not be read or parsed, a budget or nesting limit, an entry that could not be
+        resolved): the findings of what was skipped are unknown, so the run is no clean
+        pass (``--allow-incomplete`` relaxes the exit status, not the report).
+        """
+        return [f"{e.get('path')}:{e.get('line')}: {e.get('message')}" for e in self.errors]
+
     def to_json(self) -> dict:
+        stats = {**self.stats, "complete": not self.incomplete, "incomplete": self.incomplete}
         return {"warmlint": __version__, "root": str(self.root),
                 "findings": [f.to_json() for f in self.findings],
-                "errors": self.errors, "stats": self.stats}
+                "errors": self.errors, "stats": stats}
 
 
 def _finding_from_json(data: dict) -> Finding:
     data = dict(data)
     data.pop("fingerprint", None)
     return Finding(**data)
+
+
+def _report_from_cache(root: Path, cached) -> Report | None:
+    """The stored run as a Report, or None if it is not what ``run_check`` stores."""
+    from warmlint.report_schema import RESULT, conforms
+
+    if not conforms(cached, RESULT) or not all(map(inside_tree, cached["files"])):
+        return None  # (the suppression pass reads `files`)
+    return Report(root, [_finding_from_json(f) for f in cached["findings"]], cached["errors"],
+                  dict(cached["stats"], cache="hit"), cached["files"])
 
 
 def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
@@ -40,7 +62,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     from warmlint.index import SourceTree
     from warmlint.rules import load
 
-    tree = SourceTree(root, cache, tuple(settings.exclude), packages)
+    tree = SourceTree(root, cache, tuple(settings.exclude), packages, settings.max_file_size)
     facts = analyze(tree, settings)
     findings: list[Finding] = []
     for rule in load():
@@ -77,14 +99,12 @@ def _dependencies(root: Path, files_read: dict) -> dict:
 def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
               cache_dir: Path | None = None) -> Report:
     started = time.perf_counter()
-    cache = SummaryCache(cache_dir or default_cache_dir(), f"{__version__}:{settings.fingerprint()}") \
-        if use_cache else None
+    cache = SummaryCache(cache_dir or default_cache_dir(), f"{__version__}:{settings.fingerprint()}",
+                         settings.max_file_size) if use_cache else None
     key = f"check:{root}"
     if cache is not None:
-        cached = cache.get_result(key, root, code_digest)
-        if isinstance(cached, dict) and "files" in cached:
-            report = Report(root, [_finding_from_json(f) for f in cached["findings"]],
-                            cached["errors"], dict(cached["stats"], cache="hit"), cached["files"])
+        report = _report_from_cache(root, cache.get_result(key, root, code_digest))
+        if report is not None:
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
             return report
     report = analyze_tree(root, settings, cache)

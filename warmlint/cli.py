@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import sys
 
 from warmlint import __version__
 from warmlint.commands import NAMES
 from warmlint.config import UsageError
+from warmlint.printable import printable
 
 
 def _modules() -> dict:
@@ -37,25 +39,44 @@ def build_parser(modules: dict) -> tuple[argparse.ArgumentParser, dict]:
     return parser, owners
 
 
+def _terminated(signum, frame):
+    # SIGTERM's default action skips every `finally`: a temp file beside --output or a
+    # fixed file would stay behind. As an exception, the write's cleanup runs.
+    raise SystemExit(128 + signum)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser, owners = build_parser(_modules())
     args = parser.parse_args(argv)
+    previous = _on_sigterm(_terminated)
     try:
         return owners[args.command].run(args)
     except UsageError as exc:
-        sys.stderr.write(f"warmlint: error: {exc}\n")
+        sys.stderr.write(printable(f"warmlint: error: {exc}") + "\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write("warmlint: interrupted\n")
         return 2
-    except BrokenPipeError:
-        return 0
+    except BrokenPipeError:  # stdout is written through commands.write_stdout; stderr here
+        return 2
     except Exception as exc:  # noqa: BLE001 - the user gets one line, not a traceback
         if os.environ.get("WARMLINT_DEBUG"):
             raise
-        sys.stderr.write(f"warmlint: internal error: {type(exc).__name__}: {exc} "
-                         "(set WARMLINT_DEBUG=1 for a traceback)\n")
+        sys.stderr.write(printable(f"warmlint: internal error: {type(exc).__name__}: {exc} "
+                                   "(set WARMLINT_DEBUG=1 for a traceback)") + "\n")
         return 2
+    finally:
+        _on_sigterm(previous)
+
+
+def _on_sigterm(handler):
+    """Install ``handler`` for SIGTERM; the previous one (None off the main thread)."""
+    if handler is None:
+        return None
+    try:
+        return signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread: leave signals alone
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

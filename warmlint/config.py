@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+from warmlint.files import DATA_MAX_BYTES, read_regular
 from warmlint.settings import Settings, SettingsError, apply
 
 if sys.version_info >= (3, 11):
@@ -58,7 +59,7 @@ def resolve_targets(paths: list[str]) -> tuple[Path, set[str] | None]:
 def find_pyproject(root: Path) -> Path | None:
     for directory in (root, *root.parents):
         candidate = directory / "pyproject.toml"
-        if candidate.is_file():
+        if candidate.exists():  # not is_file(): a FIFO or directory there is an error, not skipped
             return candidate
         if (directory / ".git").exists():
             break
@@ -70,10 +71,12 @@ def load_settings(root: Path, overrides: dict | None = None, config_file: Path |
     settings = Settings()
     source = config_file or find_pyproject(root)
     if source is not None:
-        try:
-            data = tomllib.loads(source.read_text(encoding="utf-8"))
+        try:  # a regular file only: `--config` naming a FIFO must not block
+            data = tomllib.loads(read_regular(source, DATA_MAX_BYTES).decode("utf-8"))
         except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{source}: cannot read: {exc}") from None
+            raise UsageError(f"{source}: cannot read: {exc.strerror or exc}") from None
+        except RecursionError:
+            raise UsageError(f"{source}: invalid TOML: nested too deeply") from None
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{source}: invalid TOML: {exc}") from None
         table = data.get("tool", {}).get("warmlint")

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 import urllib.error
@@ -36,6 +37,7 @@ TIMEOUT_S = 30
 CHUNK = 1 << 20
 _VERSION_RE = re.compile(r"\d[0-9A-Za-z.+!_-]*")
 
+from warmlint.files import DATA_MAX_BYTES, read_regular
 from warmlint.summary_cache import default_cache_dir
 
 
@@ -49,8 +51,9 @@ class _NotFound(DownloadError):
 
 def release_cache_path(version: str, cache_dir: Path | str | None = None) -> Path:
     version = version.strip().removeprefix("v")
-    if not _VERSION_RE.fullmatch(version):
-        raise DownloadError(f"'{version}' is not a vLLM version number (e.g. 0.20.0)")
+    if len(version) > 64 or not _VERSION_RE.fullmatch(version):
+        raise DownloadError(f"'{version[:64]}{'...' * (len(version) > 64)}' is not a vLLM "
+                            "version number (e.g. 0.20.0)")
     return Path(cache_dir or default_cache_dir()) / "releases" / f"vllm-{version}"
 
 
@@ -90,16 +93,24 @@ def _hash_file(path: Path):
 def verify_release(path: Path | str, full: bool = False) -> list[str]:
     """Problems with a cached release; an empty list means it is intact.
 
-    The default check (marker, file count, every file present with RECORD's size) is a
-    few thousand stat() calls; ``full=True`` also compares each file's sha256 to RECORD.
+    Every file must be a regular file with RECORD's size. Its sha256 is compared to
+    RECORD's when it changed after the marker was written (mtime or ctime newer than the
+    marker's mtime: an edit that kept the size), or for every file with ``full=True``
+    (``--verify-cache``). The usual run is a few thousand stat() calls; after a full pass
+    that found files merely re-timestamped (a cache restored from an archive), the marker
+    is touched so that the next run is that cheap again.
     """
     path = Path(path)
     try:
-        marker = json.loads((path / MARKER).read_text())
+        marker = json.loads(read_regular(path / MARKER, DATA_MAX_BYTES))
         dist_info = marker["dist_info"]
-        record = _parse_record((path / dist_info / "RECORD").read_text())
+        record = _parse_record(read_regular(path / dist_info / "RECORD",
+                                            DATA_MAX_BYTES).decode("utf-8"))
         count = marker["files"]
-    except (OSError, ValueError, KeyError, TypeError) as exc:
+        written = os.stat(path / MARKER).st_mtime_ns
+        if not _safe(dist_info) or "/" in dist_info:
+            raise ValueError(dist_info)
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return [f"unreadable marker or RECORD ({exc.__class__.__name__})"]
     expected = {name: entry for name, entry in record.items() if _wanted(name)}
     problems = []
@@ -107,16 +118,24 @@ def verify_release(path: Path | str, full: bool = False) -> list[str]:
         problems.append(f"RECORD lists {len(expected) + 2} files, marker says {count}")
     if not (path / dist_info / "METADATA").is_file():
         problems.append(f"{dist_info}/METADATA is missing")
+    hashed = 0
     for name, (digest, size) in expected.items():
         try:
-            actual = os.stat(path / name).st_size
+            st = os.stat(path / name)
         except OSError:
             problems.append(f"{name} is missing")
             continue
-        if actual != size:
-            problems.append(f"{name} has {actual} bytes, RECORD says {size}")
-        elif full and _record_digest(_hash_file(path / name)) != digest:
-            problems.append(f"{name} does not match its sha256 in RECORD")
+        if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            problems.append(f"{name} has {st.st_size} bytes, RECORD says {size}")
+        elif full or max(st.st_mtime_ns, st.st_ctime_ns) > written:
+            hashed += 1
+            if _record_digest(_hash_file(path / name)) != digest:
+                problems.append(f"{name} does not match its sha256 in RECORD")
+    if hashed and not problems:
+        try:
+            os.utime(path / MARKER)
+        except OSError:
+            pass  # a read-only cache: the next run hashes again
     return problems
 
 
@@ -135,14 +154,22 @@ def _open(url: str):
         raise DownloadError(f"cannot reach {host}: {exc.reason}") from None
     except OSError as exc:  # timeouts and resets outside URLError
         raise DownloadError(f"cannot reach {host}: {exc}") from None
+    except http.client.HTTPException as exc:  # a proxy or server speaking something else
+        raise DownloadError(f"bad reply from {host} ({type(exc).__name__}): "
+                            "not an HTTP response") from None
 
 
 def _get_json(url: str) -> tuple[dict, str]:
+    host = urlparse(url).hostname
     with _open(url) as resp:
         try:
-            return json.loads(resp.read()), resp.geturl()
-        except (ValueError, OSError) as exc:
-            raise DownloadError(f"bad reply from {urlparse(url).hostname}: {exc}") from None
+            data = json.loads(resp.read())
+        except (ValueError, OSError, RecursionError, http.client.HTTPException) as exc:
+            raise DownloadError(f"bad reply from {host}: not JSON "
+                                f"({type(exc).__name__})") from None
+        if not isinstance(data, dict):
+            raise DownloadError(f"bad reply from {host}: not a JSON object")
+        return data, resp.geturl()
 
 
 def _vkey(v: str) -> tuple[int, ...]:
@@ -154,7 +181,7 @@ def _release_files(version: str, index_url: str) -> tuple[list[dict], str]:
     base = index_url.rstrip("/")
     try:
         data, where = _get_json(f"{base}/vllm/{version}/json")
-        return data.get("urls") or [], where
+        return _entries(data.get("urls")), where
     except _NotFound:
         pass
     # Some mirrors serve only the project document; it also names the nearest versions.
@@ -162,7 +189,8 @@ def _release_files(version: str, index_url: str) -> tuple[list[dict], str]:
         data, where = _get_json(f"{base}/vllm/json")
     except _NotFound:
         raise DownloadError(f"vllm {version} is not on PyPI") from None
-    releases = data.get("releases") or {}
+    releases = data.get("releases") if isinstance(data.get("releases"), dict) else {}
+    releases = {str(v): _entries(files) for v, files in releases.items()}
     if releases.get(version):
         return releases[version], where
     below = [v for v in releases if releases[v] and _vkey(v) < _vkey(version)]
@@ -172,9 +200,19 @@ def _release_files(version: str, index_url: str) -> tuple[list[dict], str]:
     raise DownloadError(f"vllm {version} is not on PyPI{hint}")
 
 
+def _entries(files) -> list[dict]:
+    """A reply's file list, keeping only well-formed entries (the index is not trusted)."""
+    if not isinstance(files, list):
+        return []
+    return [f for f in files if isinstance(f, dict) and isinstance(f.get("digests"), dict)
+            and all(isinstance(f.get(k), str) for k in ("filename", "url"))
+            and isinstance(f["digests"].get("sha256"), str)]
+
+
 def _pick_wheel(files: list[dict], version: str) -> dict:
     wheels = [f for f in files if f.get("packagetype") == "bdist_wheel"
-              and f.get("digests", {}).get("sha256") and f.get("url")]
+              and f["digests"]["sha256"] and f["url"]
+              and re.fullmatch(r"[A-Za-z0-9_.+!-]+\.whl", f["filename"])]
     if not wheels:
         raise DownloadError(f"vllm {version} has no wheel on PyPI (only an sdist)")
     # Every wheel carries the same .py files; manylinux x86_64 is the reference build.
@@ -311,12 +349,13 @@ def _fetch_into(version: str, index_url: str, final: Path, work: Path, progress:
 
 
 def fetch_release(version: str, cache_dir: Path | None = None, *, progress: bool | None = None,
-                  index_url: str = "https://pypi.org/pypi") -> Path:
+                  index_url: str = "https://pypi.org/pypi", verify: bool = False) -> Path:
     """Return a directory that holds `vllm/` (only the .py files of the vLLM wheel of that version)
-    and `vllm-VERSION.dist-info/` (METADATA and RECORD), extracted into a per-user cache."""
+    and `vllm-VERSION.dist-info/` (METADATA and RECORD), extracted into a per-user cache.
+    ``verify``: hash every cached file against RECORD (``--verify-cache``)."""
     final = release_cache_path(version, cache_dir)
     version = final.name.removeprefix("vllm-")
-    if final.is_dir() and not verify_release(final):
+    if final.is_dir() and not verify_release(final, verify):
         return final  # fast path: no lock, no network
     if progress is None:
         progress = sys.stderr.isatty()
@@ -324,7 +363,7 @@ def fetch_release(version: str, cache_dir: Path | None = None, *, progress: bool
         final.parent.mkdir(parents=True, exist_ok=True)
         with _locked(final.parent.parent / "locks" / f"{final.name}.lock") as exclusive:
             if final.exists():
-                problems = verify_release(final)
+                problems = verify_release(final, verify)
                 if not problems:
                     return final  # another process fetched it while we waited
                 more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""

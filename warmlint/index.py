@@ -18,8 +18,13 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
+from warmlint.files import DEFAULT_MAX_BYTES, read_regular
 from warmlint.shift import tree_digest
-from warmlint.summary_cache import SummaryCache
+
+if TYPE_CHECKING:  # the cache stores tables of contents (toc_json): no import cycle
+    from warmlint.summary_cache import SummaryCache
 
 
 class IndexError_(Exception):
@@ -224,9 +229,11 @@ class SourceTree:
     """A directory holding top-level packages (the directory that holds ``vllm/``)."""
 
     def __init__(self, root: Path, cache: SummaryCache | None = None,
-                 exclude: tuple[str, ...] = (), packages: tuple[str, ...] | None = None):
+                 exclude: tuple[str, ...] = (), packages: tuple[str, ...] | None = None,
+                 max_bytes: int = DEFAULT_MAX_BYTES):
         self.root = root.resolve()
         self.cache = cache
+        self.max_bytes = max_bytes  # a bigger file is an error entry, not minutes of parsing
         self.exclude = exclude
         self.packages = packages  # walk only these top-level packages (site-packages roots)
         self._modules: dict[str, tuple[str, bool]] | None = None  # name -> (rel, pkg)
@@ -269,7 +276,9 @@ class SourceTree:
                 dirnames[:] = [d for d in dirnames if d in self.packages]
             if any(not p.isidentifier() for p in parts):
                 continue
-            for fname in filenames:
+            # A directory named like a module (`sampler.py/`) is found, so that reading it
+            # is an error entry rather than a module silently missing.
+            for fname in [d for d in dirnames if d.endswith(".py")] + filenames:
                 if not fname.endswith(".py") or (self.packages is not None and not parts):
                     continue
                 stem = fname[:-3]
@@ -333,9 +342,8 @@ class SourceTree:
         self.errors.append(err)
 
     def _read(self, rel: str) -> bytes:
-        path = self.root / rel
-        try:
-            return path.read_bytes()
+        try:  # regular files only (a FIFO would block), at most max-file-size bytes
+            return read_regular(self.root / rel, self.max_bytes)
         except OSError as exc:
             raise IndexError_(rel, 1, f"cannot read: {exc.strerror or exc}") from None
 

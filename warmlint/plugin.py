@@ -13,7 +13,13 @@ path (vLLM >= 0.21.0) it logs one line and changes nothing.
 It never changes sampling results: only the start-up warmup changes, its output is
 discarded, and vLLM re-seeds its RNGs after warming up. Disable it with
 ``WARMLINT_PLUGIN=0``, or load only the plugins you list with ``VLLM_PLUGINS``.
-Any error inside the plugin leaves vLLM untouched (with a warning), never breaks it.
+
+It is inert on any failure (docs/security.md): everything it does at registration and
+after the runner's import is inside one guard, and any error, including an incomplete
+analysis, is logged as "could not analyze ...; vLLM left unchanged". It executes only
+method source generated in this process from the installed files, or a cached copy that
+``plugin_source.is_upgrade_of`` proves is the installed method plus the codemod's
+warmup calls; anything else in the cache is rebuilt, never run.
 """
 
 from __future__ import annotations
@@ -25,10 +31,15 @@ import sys
 import textwrap
 from pathlib import Path
 
+from warmlint.plugin_source import REPLACE as _REPLACE
+
 TARGET_MODULE = "vllm.v1.worker.gpu_model_runner"
 TARGET = "GPUModelRunner._dummy_sampler_run"
 FIELDS = {"generators"}
-_REPLACE = "__warmlint_replace"
+
+
+class Incomplete(Exception):
+    """The analysis did not cover the installed vLLM: the plugin must not act on it."""
 
 
 def _logger():
@@ -36,18 +47,31 @@ def _logger():
         from vllm.logger import init_logger
 
         return init_logger("warmlint.plugin")
-    except Exception:  # pragma: no cover - vLLM's logger is optional here
+    except Exception:  # noqa: BLE001 - vLLM's logger is optional here
         return logging.getLogger("warmlint.plugin")
+
+
+def _inert(reason: str, what: str = "analyze") -> None:
+    try:
+        _logger().warning("warmlint plugin: could not %s %s (%s); vLLM left unchanged",
+                          what, TARGET_MODULE, reason)
+    except Exception:  # noqa: BLE001 - not even logging may break vLLM
+        pass
+
+
+def _values(settings) -> dict:
+    return {f: settings.fix_values[f] for f in sorted(FIELDS)}
 
 
 def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> str | None:
     """The upgraded method's source, or None if the installed warmup needs no fix.
 
-    ``root`` is the directory holding the ``vllm`` package.
+    ``root`` is the directory holding the ``vllm`` package. A cached source is returned
+    only if it checks out against the installed method (``plugin_source``); raises
+    ``Incomplete`` when the analysis could not cover everything it needed.
     """
     from warmlint import __version__
-    from warmlint.codemod.plan import build_plan
-    from warmlint.codemod.transform import apply_insertions
+    from warmlint.plugin_source import installed_method, is_upgrade_of
     from warmlint.settings import Settings
     from warmlint.summary_cache import SummaryCache, default_cache_dir
 
@@ -55,30 +79,68 @@ def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> 
     cache = SummaryCache(default_cache_dir(), f"{__version__}:plugin:{settings.fingerprint()}")
     key = f"plugin:{root}"
     cached = cache.get_result(key, root)
-    if cached is not None:
-        return cached["source"]
+    if isinstance(cached, dict) and cached.get("incomplete"):
+        raise Incomplete(_summary(cached["incomplete"]))
+    if isinstance(cached, dict) and cached.get("source", "") is None:
+        return None
+    if isinstance(cached, dict) and replace_name == _REPLACE:
+        cls, name = TARGET.split(".")
+        original = installed_method(root / (TARGET_MODULE.replace(".", "/") + ".py"), cls, name)
+        if original is not None and is_upgrade_of(cached.get("source"), original,
+                                                   _values(settings)):
+            return cached["source"]
+    source, deps, problems = _generate(root, settings, replace_name)
+    cache.put_result(key, deps, {"source": source, "incomplete": problems})
+    if problems:
+        raise Incomplete(_summary(problems))
+    return source
+
+
+def _summary(problems) -> str:
+    if not isinstance(problems, list) or not problems:
+        return "incomplete analysis"
+    more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
+    return f"incomplete analysis: {problems[0]}{more}"
+
+
+def _generate(root: Path, settings, replace_name: str):
+    """(source or None, the files it depends on, the analysis's problems)."""
     from warmlint.check import analyze_tree
-    from warmlint.index import SourceTree
+    from warmlint.codemod.plan import build_plan
+    from warmlint.codemod.transform import apply_insertions
 
     report = analyze_tree(root, settings, None, packages=("vllm",))
+    if report.incomplete:
+        return None, report.deps, report.incomplete
+    if f"{TARGET_MODULE}.{TARGET}" not in report.stats["warmups"]:  # not "already warm"
+        return None, report.deps, [f"{TARGET} not found as a warmup of the installed vLLM"]
     plan = build_plan(report.facts, fields=FIELDS)
     insertions = [i for i in plan.insertions if i.qualname == TARGET]
     source = None
     if insertions:
-        tree: SourceTree = report.facts.tree
+        tree = report.facts.tree
         info = tree.toc(TARGET_MODULE).classes["GPUModelRunner"].methods["_dummy_sampler_run"]
         method = "".join(tree.lines(TARGET_MODULE)[info.start - 1: info.end])
         wrapped = "class GPUModelRunner:\n" + method
         new, applied = apply_insertions(wrapped, insertions, replace_name=replace_name)
         if applied:
             source = textwrap.dedent(new.split("\n", 1)[1])
-    cache.put_result(key, report.deps, {"source": source})
-    return source
+    return source, report.deps, []
 
 
 def upgrade(module) -> bool:
-    """Patch ``module.GPUModelRunner._dummy_sampler_run``; True if it was changed."""
-    log = _logger()
+    """Patch ``module.GPUModelRunner._dummy_sampler_run``; True if it was changed.
+
+    Never raises: any failure is logged and leaves the module as it was.
+    """
+    try:
+        return _upgrade(module)
+    except Exception as exc:  # noqa: BLE001 - never break vLLM start-up
+        _inert(f"{type(exc).__name__}: {exc}")
+        return False
+
+
+def _upgrade(module) -> bool:
     cls = getattr(module, "GPUModelRunner", None)
     original = getattr(cls, "_dummy_sampler_run", None)
     if original is None or getattr(original, "__warmlint__", False):
@@ -86,52 +148,68 @@ def upgrade(module) -> bool:
     root = Path(module.__file__).resolve().parents[3]
     try:
         source = fixed_dummy_sampler_run_source(root)
-    except Exception as exc:  # noqa: BLE001 - never break vLLM start-up
-        log.warning("warmlint plugin: could not analyze %s (%s: %s); sampler warmup left as is",
-                    TARGET_MODULE, type(exc).__name__, exc)
+    except Incomplete as exc:
+        _inert(str(exc))
         return False
     if source is None:
-        log.info("warmlint plugin: %s already warms the seeded sampler path; nothing to do",
-                 TARGET)
+        _logger().info("warmlint plugin: %s already warms the seeded sampler path; "
+                       "nothing to do", TARGET)
         return False
+    try:
+        return _install(module, cls, source)
+    except Exception as exc:  # noqa: BLE001 - e.g. a fork without vllm/envs.py
+        _inert(f"{type(exc).__name__}: {exc}", "upgrade")
+        return False
+
+
+def _install(module, cls, source: str) -> bool:
     namespace = module.__dict__
-    namespace.setdefault(_REPLACE, dataclasses.replace)
+    extra = {_REPLACE: dataclasses.replace}
     if "envs." in source and "envs" not in namespace:  # the guard reads vLLM's env switches
         import importlib
 
-        namespace["envs"] = importlib.import_module(module.__name__.split(".")[0] + ".envs")
+        extra["envs"] = importlib.import_module(module.__name__.split(".")[0] + ".envs")
+    code = compile(source, f"<warmlint plugin: {TARGET}>", "exec")
+    for name, value in extra.items():
+        namespace.setdefault(name, value)
     local: dict = {}
-    exec(compile(source, f"<warmlint plugin: {TARGET}>", "exec"), namespace, local)
+    exec(code, namespace, local)  # defines the method (checked source); runs none of it
     patched = local["_dummy_sampler_run"]
     patched.__qualname__ = TARGET
     patched.__warmlint__ = True
     patched.__warmlint_source__ = source
     cls._dummy_sampler_run = patched
-    log.info("warmlint plugin: upgraded %s to also warm the seeded sampler path", TARGET)
+    _logger().info("warmlint plugin: upgraded %s to also warm the seeded sampler path", TARGET)
     return True
 
 
 class _AfterImport:
-    """A meta-path finder that upgrades the runner module right after it is imported."""
+    """A meta-path finder that upgrades the runner module right after it is imported.
+
+    Its own failures never reach the import: the module then loads as if it were absent.
+    """
 
     def find_spec(self, name, path=None, target=None):
         if name != TARGET_MODULE:
             return None
-        sys.meta_path.remove(self)
         try:
-            from importlib.util import find_spec
+            return self._wrap(name)
+        except Exception as exc:  # noqa: BLE001 - the import goes on without the plugin
+            _inert(f"{type(exc).__name__}: {exc}")
+            return None
 
-            spec = find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None:
+    def _wrap(self, name):
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        from importlib.util import find_spec
+
+        spec = find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
         loader = spec.loader
         original_exec = loader.exec_module
 
         def exec_module(module):
-            original_exec(module)
-            sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+            original_exec(module)  # vLLM's own errors are vLLM's: not caught here
             upgrade(module)
 
         loader.exec_module = exec_module
@@ -139,12 +217,15 @@ class _AfterImport:
 
 
 def register() -> None:
-    """The ``vllm.general_plugins`` entry point."""
-    if os.environ.get("WARMLINT_PLUGIN", "1").strip().lower() in ("0", "false", "off", "no"):
-        _logger().info("warmlint plugin: disabled by WARMLINT_PLUGIN=0")
-        return
-    module = sys.modules.get(TARGET_MODULE)
-    if module is not None:
-        upgrade(module)
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport())
+    """The ``vllm.general_plugins`` entry point. Never raises."""
+    try:
+        if os.environ.get("WARMLINT_PLUGIN", "1").strip().lower() in ("0", "false", "off", "no"):
+            _logger().info("warmlint plugin: disabled by WARMLINT_PLUGIN=0")
+            return
+        module = sys.modules.get(TARGET_MODULE)
+        if module is not None:
+            upgrade(module)
+        elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport())
+    except Exception as exc:  # noqa: BLE001 - never break vLLM start-up
+        _inert(f"{type(exc).__name__}: {exc}")

@@ -147,15 +147,28 @@ class Resolver:
         out: list = []
         for text in info.bases:
             resolved = self.resolve_class_name(ref.module, text, toc)
+            if resolved == ref:  # `class X(X)`: the base is the X bound before this class
+                resolved = self._earlier_binding(ref, text, toc, info.start)
             out.append(resolved)
         return out
 
-    def resolve_class_name(self, module: str, text: str, toc=None):
+    def _earlier_binding(self, ref: ClassRef, text: str, toc, line: int):
+        if text in toc.imports:
+            return self.resolve_class_name(ref.module, text, toc, local=False)
+        assigned = toc.assigns.get(text)
+        if assigned and assigned[0] < line and assigned[1] != text:
+            resolved = self.resolve_class_name(ref.module, assigned[1], toc)
+            return assigned[1] if resolved == ref else resolved
+        return text  # unknown: an external base of that name
+
+    def resolve_class_name(self, module: str, text: str, toc=None, local: bool = True):
+        """``text`` as a ClassRef or an external dotted name; ``local=False`` looks past
+        the module's own classes (for a class that shadows the name it derives from)."""
         toc = toc or self.tree.toc(module)
         head, _, rest = text.partition(".")
         if toc is None:
             return text
-        if not rest and head in toc.classes:
+        if local and not rest and head in toc.classes:
             return ClassRef(module, head)
         if head in toc.imports:
             dotted = toc.imports[head] + ("." + rest if rest else "")

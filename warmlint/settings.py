@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from warmlint.files import DEFAULT_MAX_BYTES
+
 DEFAULT_ASSUME: dict[str, Any] = {
     # The product is about CUDA serving; other platforms are opt-in with --assume.
     "current_platform.is_cuda()": True,
@@ -80,6 +82,9 @@ class Settings:
     warmup_batch: Any = "multiple-of-16"
     exclude: tuple[str, ...] = ()
     max_configs: int = 256
+    # A source file over this many bytes is an error entry (the result is incomplete),
+    # not minutes and gigabytes of parsing: vLLM's largest file is ~0.3 MB.
+    max_file_size: int = DEFAULT_MAX_BYTES
     # `warmlint fix`: a value that sets each metadata field (Python source, evaluated in
     # the warmup method). The outcome it takes is checked by re-analysis after the fix.
     fix_values: dict = field(default_factory=lambda: {
@@ -106,6 +111,12 @@ class Settings:
 
 
 KEYS = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(Settings)}
+# What each value may be, beyond its type (the type comes from the default): integer
+# ranges, the values a table's entries may take, and keys holding rule codes.
+RANGES = {"max_configs": (1, 100_000), "max_file_size": (1, 1 << 32)}
+TABLE_VALUES = {"external_sinks": ("module", "function"), "fix_values": str}
+CODE_KEYS = ("select", "ignore")
+BATCH_WORDS = ("multiple-of-16",)
 
 
 class SettingsError(ValueError):
@@ -113,7 +124,9 @@ class SettingsError(ValueError):
 
 
 def apply(settings: Settings, table: dict, origin: str) -> Settings:
-    """Overlay a ``[tool.warmlint]``-shaped table; unknown keys are errors, not ignored."""
+    """Overlay a ``[tool.warmlint]``-shaped table. An unknown key, a value of the wrong
+    type or out of range, or an unknown rule code is an error naming the key and what it
+    allows: a setting that silently does nothing is a check that silently passes."""
     updates: dict[str, Any] = {}
     for key, value in table.items():
         extend = key.startswith("extend-")
@@ -121,19 +134,74 @@ def apply(settings: Settings, table: dict, origin: str) -> Settings:
             key = key[len("extend-"):]  # `extend-select` does); the plain key replaces them
         name = KEYS.get(key) or KEYS.get(key.replace("_", "-"))
         if name is None:
-            raise SettingsError(f"{origin}: unknown key '{key}' in [tool.warmlint]")
+            raise SettingsError(f"{origin}: unknown key '{key}' in [tool.warmlint] "
+                                f"(known: {', '.join(sorted(KEYS))})")
         current = getattr(settings, name)
+        where = (f"--{key}" if origin == "command line"
+                 else f"{origin}: '{'extend-' * extend}{key}'")
         if isinstance(current, tuple):
-            if isinstance(value, str):
-                value = [value]
-            if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-                raise SettingsError(f"{origin}: '{key}' must be a list of strings")
+            value = _strings(value, name, where)
             value = tuple(updates.get(name, current)) + tuple(value) if extend else tuple(value)
         elif isinstance(current, dict):
-            if not isinstance(value, dict):
-                raise SettingsError(f"{origin}: '{key}' must be a table")
-            value = {**current, **value}  # tables add to (or override) the defaults
-        elif isinstance(current, int) and not isinstance(value, int):
-            raise SettingsError(f"{origin}: '{key}' must be an integer")
+            value = {**current, **_table(value, name, where)}  # tables add to the defaults
+        elif name == "warmup_batch":
+            value = _batch(value, where)
+        elif isinstance(current, int):
+            value = _integer(value, name, where)
         updates[name] = value
+    if "select" in updates and not updates["select"]:
+        raise SettingsError(f"{origin}: 'select' is empty: no rule would run "
+                            f"(known codes: {', '.join(_codes())})")
     return dataclasses.replace(settings, **updates)
+
+
+def _codes() -> list:
+    from warmlint.rules import MODULES  # the codes only: no rule module is imported
+
+    return sorted(MODULES)
+
+
+def _strings(value, name: str, where: str) -> list:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise SettingsError(f"{where} must be a list of strings, e.g. [\"...\"]; "
+                            f"got {type(value).__name__}")
+    if name not in CODE_KEYS:
+        return value
+    codes = [v.strip().upper() for v in value]
+    for code in codes:  # a prefix selects every code it starts (`WL` = all), like ruff's
+        if not code or not any(known.startswith(code) for known in _codes()):
+            raise SettingsError(f"{where}: unknown rule code '{code}' "
+                                f"(known: {', '.join(_codes())}, or a prefix of them)")
+    return codes
+
+
+def _table(value, name: str, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise SettingsError(f"{where} must be a table; got {type(value).__name__}")
+    allowed = TABLE_VALUES.get(name)
+    for key, item in value.items():
+        if allowed is str and not isinstance(item, str):
+            raise SettingsError(f"{where}: '{key}' must be a string (Python source)")
+        if isinstance(allowed, tuple) and item not in allowed:
+            raise SettingsError(f"{where}: '{key}' must be one of "
+                                f"{', '.join(map(repr, allowed))}; got {item!r}")
+    return value
+
+
+def _integer(value, name: str, where: str) -> int:
+    low, high = RANGES.get(name, (None, None))
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise SettingsError(f"{where} must be an integer from {low} to {high}; "
+                            f"got {type(value).__name__}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        raise SettingsError(f"{where} must be an integer from {low} to {high}; got {value}")
+    return value
+
+
+def _batch(value, where: str):
+    if value in BATCH_WORDS:
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 1 << 20:
+        return value
+    raise SettingsError(f"{where} must be {' or '.join(map(repr, BATCH_WORDS))} or a batch "
+                        f"size from 1 to {1 << 20} (your max_num_seqs); got {value!r}")

@@ -4,7 +4,12 @@ A warm run on an unchanged tree must cost less than ruff's syntax check, so the 
 result is stored with the digests of every file the analysis read; if none changed, the
 result is reused without importing LibCST at all. Entries are keyed by warmlint's
 version and the resolved config, so upgrading or reconfiguring invalidates them.
-Corrupt entries are ignored (and overwritten), never trusted.
+
+The cache is data, never code: JSON only (no pickle), each entry carrying the format
+version, every field checked when read. Anything malformed, from another format, with a
+path outside the tree or with no dependency to check, is a miss that is rebuilt and
+overwritten: never a crash, never trusted. Files are written private (0600, directories
+0700), and dependencies are read as regular files only, with the size limit.
 """
 
 from __future__ import annotations
@@ -12,12 +17,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import pickle
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
 from warmlint import shift
+from warmlint.files import DATA_MAX_BYTES, DEFAULT_MAX_BYTES, read_regular, write_file
 
 
 def default_cache_dir() -> Path:
@@ -28,58 +32,70 @@ def default_cache_dir() -> Path:
     return Path(base) / "warmlint"
 
 
-def atomic_write(path: Path, data: bytes, mode: int | None = None) -> None:
-    """Write via a temp file in the same directory and rename: no half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def _store(path: Path, data: bytes) -> None:
+    """Write a cache file, private to this user; a read-only cache is a slow cache."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        if mode is not None:
-            os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        write_file(path, data, 0o600)
+    except OSError:
+        pass
 
 
-# What the entries hold; bumped when that changes (4: code digests with shapes, anchors by line of code).
-FORMAT = 4
+def _load(path: Path):
+    """A stored JSON document, or None (missing, not a regular file, too big, not JSON)."""
+    try:
+        return json.loads(read_regular(path, DATA_MAX_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def inside_tree(rel) -> bool:
+    """A dependency path the entry may name: relative, inside the tree."""
+    return isinstance(rel, str) and bool(rel) and not rel.startswith(("/", "\\")) \
+        and ".." not in rel.replace("\\", "/").split("/") and "\0" not in rel
+
+
+def _str_table(value) -> bool:
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+# What the entries hold; bumped when that changes (5: JSON tables of contents, entries
+# carry the format and are validated on read).
+FORMAT = 5
 
 
 class SummaryCache:
-    def __init__(self, directory: Path, salt: str):
+    def __init__(self, directory: Path, salt: str, max_bytes: int = DEFAULT_MAX_BYTES):
         self.dir = directory
+        self.max_bytes = max_bytes  # the run's max-file-size: a dependency over it is a miss
         self.salt = hashlib.sha1(f"{FORMAT}:{salt}".encode()).hexdigest()[:16]
 
     # -- per-file tables of contents -----------------------------------------------
     def _toc_path(self, digest: str) -> Path:
-        return self.dir / "toc" / self.salt / f"{digest}.pickle"
+        return self.dir / "toc" / self.salt / f"{digest}.json"
 
     def get_toc(self, digest: str, name: str, rel: str):
-        path = self._toc_path(digest)
-        try:
-            with open(path, "rb") as fh:
-                toc = pickle.load(fh)
-        except (OSError, pickle.PickleError, EOFError, AttributeError, ValueError, TypeError):
+        from warmlint.toc_json import Malformed, decode
+
+        payload = _load(self._toc_path(digest))
+        if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             return None
-        if getattr(toc, "digest", None) != digest:
+        try:
+            toc = decode(payload.get("toc"))
+        except Malformed:
             return None
         # The same content may live under another module name; TOCs are name-relative
         # only through relative imports, so rebuild those rather than trust the cache.
-        if toc.name != name:
+        if toc.digest != digest or toc.name != name:
             return None
         toc.path = rel
         return toc
 
     def put_toc(self, toc) -> None:
-        try:
-            atomic_write(self._toc_path(toc.digest), pickle.dumps(toc, protocol=4))
-        except OSError:
-            pass  # a read-only cache is a slow cache, not an error
+        from warmlint.toc_json import encode
+
+        _store(self._toc_path(toc.digest),
+               json.dumps({"format": FORMAT, "toc": encode(toc)}).encode())
 
     # -- whole-run results ----------------------------------------------------------------
     def _result_path(self, key: str) -> Path:
@@ -90,13 +106,10 @@ class SummaryCache:
         changed only in ways ``code_digest(bytes, rel)`` ignores (a comment) still holds; a
         file whose code only moved (same shape, ``shift.py``) holds with the result's
         positions moved. The entry is then re-stored, so the next run is a plain hit."""
-        try:
-            payload = json.loads(self._result_path(key).read_text())
-        except (OSError, ValueError):
+        payload = _load(self._result_path(key))
+        if not _well_formed(payload):
             return None
-        if not isinstance(payload, dict) or "deps" not in payload or "result" not in payload:
-            return None
-        deps, codes = dict(payload["deps"]), dict(payload.get("codes", {}))
+        deps, codes = dict(payload["deps"]), dict(payload["codes"])
         changed, moved = False, {}
         for rel, digest in payload["deps"].items():
             try:
@@ -104,8 +117,10 @@ class SummaryCache:
                     if listing_digest(root / rel[4:]) != digest:
                         return None
                     continue
-                data = (root / rel).read_bytes()
+                data = read_regular(root / rel, self.max_bytes)
             except OSError:
+                if digest == "":  # it could not be read then either: the same error holds
+                    continue
                 return None
             current = hashlib.sha1(data).hexdigest()
             if current == digest:
@@ -117,12 +132,12 @@ class SummaryCache:
             if how == "moved":
                 moved[rel] = data
             deps[rel], codes[rel], changed = current, now, True
-        result, anchors = payload["result"], payload.get("anchors", {})
+        result, anchors = payload["result"], payload["anchors"]
         if moved:
             try:
                 got = shift.move(result, anchors, moved)
-            except (TypeError, ValueError, AttributeError, KeyError):
-                got = None  # a damaged entry: never trusted
+            except Exception:  # noqa: BLE001 - a damaged entry: never trusted
+                got = None
             if got is None:
                 return None
             result, anchors = got
@@ -132,18 +147,29 @@ class SummaryCache:
 
     def put_result(self, key: str, deps: dict[str, str], result: Any,
                    codes: dict[str, str] | None = None, anchors: dict | None = None) -> None:
-        data = json.dumps({"deps": deps, "codes": codes or {}, "anchors": anchors or {},
-                           "result": result}).encode()
-        try:
-            atomic_write(self._result_path(key), data)
-        except OSError:
-            pass
+        if not deps:  # nothing to check it against: it could never be trusted
+            return
+        _store(self._result_path(key), json.dumps(
+            {"format": FORMAT, "deps": deps, "codes": codes or {}, "anchors": anchors or {},
+             "result": result}).encode())
+
+
+def _well_formed(payload) -> bool:
+    """What ``put_result`` writes: at least one dependency, each a path inside the tree
+    with a digest; a result the caller checks further (``check.report_from_cache``)."""
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT:
+        return False
+    deps, codes = payload.get("deps"), payload.get("codes")
+    return (_str_table(deps) and bool(deps) and _str_table(codes)
+            and all(inside_tree(rel.removeprefix("dir:")) for rel in deps)
+            and all(inside_tree(rel) for rel in codes)
+            and isinstance(payload.get("anchors"), dict) and "result" in payload)
 
 
 def listing_digest(directory: Path) -> str:
     """What in a directory can change how an import resolves: its modules and packages.
     Not its mtime: editors that save by rename, and swap files, change that for nothing."""
-    with os.scandir(directory) as entries:
+    with os.scandir(directory) as entries:  # a FIFO or a file here raises: not a listing
         names = sorted(e.name for e in entries
                        if e.name.endswith((".py", ".pyi"))
                        or (e.is_dir() and not e.name.startswith((".", "__pycache__"))))

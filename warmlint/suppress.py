@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from warmlint.files import DEFAULT_MAX_BYTES, read_regular
 from warmlint.findings import sort_key
 from warmlint.index import comments
 
@@ -95,11 +96,11 @@ def _name_functions(source: str, sups: list[Suppression]) -> None:
             sup.function = max(inner, key=lambda s: s[0])[2]
 
 
-def scan(root: Path, files) -> list[Suppression]:
+def scan(root: Path, files, limit: int = DEFAULT_MAX_BYTES) -> list[Suppression]:
     found = []
     for rel in files:
-        try:
-            data = (root / rel).read_bytes()
+        try:  # regular files only, bounded: `files` may come from the cache
+            data = read_regular(root / rel, limit)
         except OSError:
             continue
         if b"warmlint" not in data:  # skip tokenizing (huge) files without a pragma
@@ -151,7 +152,7 @@ def apply(report, settings):
     """Drop suppressed findings from ``report`` and add WL100 findings; returns it."""
     from warmlint.rules import MODULES, load
 
-    sups = scan(Path(report.root), getattr(report, "files", ()))
+    sups = scan(Path(report.root), getattr(report, "files", ()), settings.max_file_size)
     kept = match(report.findings, sups)
     report.stats["suppressed"] = len(report.findings) - len(kept)
     if META_CODE in MODULES and settings.rule_enabled(META_CODE):

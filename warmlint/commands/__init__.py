@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from pathlib import Path
 
 from warmlint.config import UsageError, resolve_targets
@@ -24,6 +26,31 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument("--cache-dir", type=Path, metavar="DIR", help="cache directory")
+    parser.add_argument("--verify-cache", action="store_true",
+                        help="with --vllm: hash every file of the cached release against the "
+                             "wheel's RECORD before use (re-downloads it if one differs)")
+
+
+def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--allow-incomplete", action="store_true",
+                        help="exit by findings even when part of the tree could not be analyzed "
+                             "(default: such a result exits 2)")
+
+
+def incomplete_exit(report, args) -> bool:
+    """Say on one line (stderr) that the result is incomplete; True if that decides exit 2."""
+    from warmlint.printable import printable
+
+    reasons = report.incomplete
+    if not reasons:
+        return False
+    n = len(reasons)
+    more = f" and {n - 1} more" if n > 1 else ""
+    verdict = ("exiting by findings (--allow-incomplete)" if args.allow_incomplete
+               else "not a clean pass (exit 2; --allow-incomplete exits by findings)")
+    sys.stderr.write(printable(f"warmlint: incomplete: {n} problem{'s' * (n != 1)} "
+                               f"({reasons[0]}{more}); {verdict}") + "\n")
+    return not args.allow_incomplete
 
 
 def overrides(args) -> dict:
@@ -41,20 +68,39 @@ def overrides(args) -> dict:
         result["assume"] = assume
     for flag in ("select", "ignore"):
         value = getattr(args, flag, None)
-        if value:
+        if value is not None:  # `--select ,` selects nothing: an error, not a silent pass
             result[flag] = [c.strip().upper() for c in value.split(",") if c.strip()]
     return result
 
 
 def target(args) -> tuple[Path, set | None]:
     """(root, files to report on or None) from PATHs or --vllm VERSION."""
-    if args.vllm:
+    if args.vllm is not None:
+        if not args.vllm.strip():
+            raise UsageError("--vllm needs a version, e.g. --vllm 0.20.0")
         if args.paths:
             raise UsageError("give either --vllm VERSION or paths, not both")
         from warmlint.download import DownloadError, fetch_release
 
         try:
-            return fetch_release(args.vllm, args.cache_dir), None
+            return fetch_release(args.vllm, args.cache_dir, verify=args.verify_cache), None
         except DownloadError as exc:
             raise UsageError(str(exc)) from None
     return resolve_targets(args.paths)
+
+
+def write_stdout(text: str) -> None:
+    """Write to stdout; a reader that went away (``| head``) does not change the exit status.
+
+    The rest of the output is dropped: stdout is pointed at /dev/null so that neither
+    this write nor the interpreter's final flush raises again.
+    """
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(devnull, sys.stdout.fileno())
+        finally:
+            os.close(devnull)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from warmlint.commands import add_tree_options, overrides, target
-from warmlint.config import display_path, load_settings
+from warmlint.commands import (add_incomplete_option, add_tree_options, incomplete_exit,
+                               overrides, target, write_stdout)
+from warmlint.config import UsageError, display_path, load_settings
 
 
 def add_parser(sub) -> None:
@@ -15,6 +16,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--format", choices=["text", "json", "github", "sarif"], default="text")
     parser.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
+    add_incomplete_option(parser)
     known = parser.add_mutually_exclusive_group()
     known.add_argument("--baseline", type=Path, metavar="FILE",
                        help="report only findings not recorded in FILE")
@@ -40,7 +42,12 @@ def run(args) -> int:
     known = baseline.load(args.baseline) if args.baseline else None  # fail before analyzing
     report = _only(suppress.apply(run_check(root, settings, use_cache=not args.no_cache,
                                             cache_dir=args.cache_dir), settings), only)
+    show = None if args.vllm else (lambda rel: display_path(root, rel))
     if args.write_baseline:
+        sys.stderr.write(render_errors(report, root_display=show))
+        if incomplete_exit(report, args):  # it would record too few findings
+            sys.stderr.write(f"warmlint: {args.write_baseline} not written\n")
+            return 2
         baseline.write(args.write_baseline, report.findings)
         sys.stderr.write(f"warmlint: recorded {len(report.findings)} findings in "
                          f"{args.write_baseline}\n")
@@ -48,14 +55,17 @@ def run(args) -> int:
     if known is not None:
         report.findings, n = baseline.filter_new(report.findings, known)
         sys.stderr.write(f"warmlint: {n} finding{'s' * (n != 1)} baselined ({args.baseline})\n")
-    show = None if args.vllm else (lambda rel: display_path(root, rel))
     output = render(report, args.format, root_display=show)
     if args.output:
-        from warmlint.summary_cache import atomic_write
+        from warmlint.files import write_file
 
-        atomic_write(args.output, output.encode())
+        try:
+            write_file(args.output, output.encode())
+        except OSError as exc:
+            raise UsageError(f"{args.output}: cannot write the report: "
+                             f"{exc.strerror or exc}") from None
     else:
-        sys.stdout.write(output)
+        write_stdout(output)
     if not report.stats.get("warmups"):
         sys.stderr.write(
             "warmlint: warning: no warmup found (methods matching "
@@ -67,4 +77,6 @@ def run(args) -> int:
         sys.stderr.write(f"warmlint: {n} finding{'s' * (n != 1)}, {e} error{'s' * (e != 1)} "
                          f"({report.stats.get('files_parsed', 0)} files, "
                          f"{report.stats.get('seconds', 0)} s)\n")
+    if incomplete_exit(report, args):
+        return 2
     return 1 if report.findings and not args.exit_zero else 0

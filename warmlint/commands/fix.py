@@ -7,8 +7,10 @@ import os
 import sys
 from pathlib import Path
 
-from warmlint.commands import add_tree_options, overrides, target
+from warmlint.commands import (add_incomplete_option, add_tree_options, incomplete_exit,
+                               overrides, target, write_stdout)
 from warmlint.config import UsageError, display_path, load_settings
+from warmlint.printable import printable
 
 
 def add_parser(sub) -> None:
@@ -23,11 +25,11 @@ def add_parser(sub) -> None:
                         help="write the fixed files under DIR instead of in place")
     parser.add_argument("--field", action="append", metavar="NAME",
                         help="only fix outcomes driven by this metadata field (repeatable)")
+    add_incomplete_option(parser)
 
 
 def run(args) -> int:
     from warmlint.codemod.run import compute_fixes
-    from warmlint.summary_cache import atomic_write
 
     if args.vllm and not (args.out or args.diff or args.check):
         raise UsageError("--vllm needs --out DIR (a downloaded release is not edited in place)")
@@ -37,23 +39,22 @@ def run(args) -> int:
     show = (lambda rel: rel) if args.vllm else (lambda rel: display_path(root, rel))
     files = [f for f in result.files if only is None or _inside(f.path, only)]
     for site, reason in result.unfixable:
-        sys.stderr.write(f"{show(site.path)}:{site.line}:{site.col}: WL001 no automatic fix: "
-                         f"{reason}\n")
+        sys.stderr.write(printable(f"{show(site.path)}:{site.line}:{site.col}: WL001 no "
+                                   f"automatic fix: {reason}") + "\n")
     for rel, reason in result.skipped:
-        sys.stderr.write(f"{show(rel)}: skipped: {reason}\n")
+        sys.stderr.write(printable(f"{show(rel)}: skipped: {reason}") + "\n")
     if args.diff or args.check:
         for fix in files:
             if args.diff:
-                sys.stdout.writelines(difflib.unified_diff(
+                write_stdout("".join(difflib.unified_diff(
                     fix.old.splitlines(keepends=True), fix.new.splitlines(keepends=True),
-                    f"a/{fix.path}", f"b/{fix.path}"))
+                    f"a/{fix.path}", f"b/{fix.path}")))
             else:
-                sys.stdout.write(f"would fix {show(fix.path)}\n")
-        return 1 if files else 0
+                write_stdout(f"would fix {show(fix.path)}\n")
+        return 2 if incomplete_exit(result.report, args) else (1 if files else 0)
     for fix in files:
         dest = (args.out / fix.path) if args.out else (root / fix.path)
-        mode = os.stat(root / fix.path).st_mode & 0o7777
-        atomic_write(dest, fix.new.encode("utf-8"), mode)
+        _write(dest, fix.new.encode("utf-8"), os.stat(root / fix.path).st_mode & 0o7777)
         calls = sum(1 for c in fix.applied if not isinstance(c, str))
         copies = len(fix.applied) - calls
         where = dest if args.out else show(fix.path)
@@ -62,7 +63,18 @@ def run(args) -> int:
         sys.stderr.write(f"fixed {where}: {', '.join(done)}\n")
     if not files:
         sys.stderr.write("warmlint: nothing to fix\n")
-    return 0
+    return 2 if incomplete_exit(result.report, args) else 0
+
+
+def _write(dest: Path, data: bytes, mode: int) -> None:
+    """In place: the file keeps its mode (and a symlink stays a link); under --out, a new
+    file gets the source's mode."""
+    from warmlint.files import write_file
+
+    try:
+        write_file(dest, data, mode)
+    except OSError as exc:
+        raise UsageError(f"{dest}: cannot write the fix: {exc.strerror or exc}") from None
 
 
 def _inside(rel: str, only: set) -> bool:

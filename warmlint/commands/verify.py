@@ -54,8 +54,11 @@ def run(args) -> int:
         batches = [int(b) for b in args.batches.split(",") if b]
     except ValueError:
         raise UsageError("--batches expects comma-separated integers") from None
-    if args.vllm:
+    if args.vllm is not None:
         from warmlint.download import DownloadError, fetch_release
+
+        if not args.vllm.strip():
+            raise UsageError("--vllm needs a version, e.g. --vllm 0.20.0")
 
         try:
             release = fetch_release(args.vllm)
@@ -73,9 +76,12 @@ def run(args) -> int:
     text = (json.dumps(report, indent=1) + "\n" if args.format == "json"
             else verify.render_text(report))
     if args.output:
-        from warmlint.summary_cache import atomic_write
+        from warmlint.files import write_file
 
-        atomic_write(args.output, text.encode())
+        try:
+            write_file(args.output, text.encode())
+        except OSError as exc:
+            raise UsageError(f"{args.output}: cannot write: {exc.strerror or exc}") from None
     else:
         sys.stdout.write(text)
     return 1 if any(r["verdict"] in ("unexplained", "error") for r in report["rows"]) else 0

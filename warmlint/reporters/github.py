@@ -3,22 +3,28 @@
 ``::error file=PATH,line=N,col=N,title=WL001 unwarmed-dispatch-branch::MESSAGE``; files
 that could not be analyzed become ``::warning`` annotations. Escaping follows the
 Actions toolkit (``@actions/core`` command.ts): ``%``, CR and LF everywhere, and also
-``:`` and ``,`` in properties, where they would end a value.
+``:`` and ``,`` in properties, where they would end a value. Other control characters
+and bidi overrides (from the analyzed source) are written as visible escapes first
+(``printable``): the log would otherwise render them.
 """
 
 from __future__ import annotations
+
+from warmlint.printable import printable
 
 _DATA = (("%", "%25"), ("\r", "%0D"), ("\n", "%0A"))
 _PROPERTY = _DATA + ((":", "%3A"), (",", "%2C"))
 
 
 def escape_data(text: str) -> str:
+    text = printable(text, keep="\r\n")
     for raw, escaped in _DATA:  # '%' first, so escapes are not escaped again
         text = text.replace(raw, escaped)
     return text
 
 
 def escape_property(text: str) -> str:
+    text = printable(text, keep="\r\n")
     for raw, escaped in _PROPERTY:
         text = text.replace(raw, escaped)
     return text

@@ -3,7 +3,8 @@
 One run: the driver lists every rule (documentation included, so a viewer can show
 it), results point into the tree through the ``SRCROOT`` base id (relative URIs are
 what code scanning maps onto the repository), and files that could not be analyzed
-become tool execution notifications. A finding's fix is described, not spelled out:
+become tool execution notifications (and make ``executionSuccessful`` false: the
+result is incomplete). A finding's fix is described, not spelled out:
 ``warmlint fix`` computes the edits, and SARIF requires each fix to name an artifact
 change, so a fix without edits carries an empty insertion at the finding.
 """
@@ -120,9 +121,13 @@ def to_sarif(report) -> dict:
                             "informationUri": INFORMATION_URI,
                             "rules": [_descriptor(rule) for rule in rules]}},
         "originalUriBaseIds": {BASE_ID: {"uri": root}},
-        "invocations": [{"executionSuccessful": True,
+        # An incomplete result (any errors entry) is not a successful execution: a viewer
+        # must not read the missing results as a clean tree.
+        "invocations": [{"executionSuccessful": not report.incomplete,
                          "toolExecutionNotifications": [_notification(e)
-                                                        for e in report.errors]}],
+                                                        for e in report.errors],
+                         "properties": {"complete": not report.incomplete,
+                                        "incomplete": report.incomplete}}],
         "results": [_result(f, index, rules) for f in report.findings],
         "columnKind": "unicodeCodePoints",
     }
