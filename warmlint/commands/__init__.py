@@ -24,6 +24,8 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ignore", metavar="CODES", help="comma-separated rule codes to skip")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument("--cache-dir", type=Path, metavar="DIR", help="cache directory")
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress on stderr (downloads, long analyses)")
 
 
 def overrides(args) -> dict:
@@ -46,6 +48,13 @@ def overrides(args) -> dict:
     return result
 
 
+def progress(args) -> str:
+    """The ``warmlint.progress`` mode for this invocation."""
+    from warmlint.progress import mode
+
+    return mode(quiet=getattr(args, "quiet", False))
+
+
 def target(args) -> tuple[Path, set | None]:
     """(root, files to report on or None) from PATHs or --vllm VERSION."""
     if args.vllm:
@@ -54,7 +63,7 @@ def target(args) -> tuple[Path, set | None]:
         from warmlint.download import DownloadError, fetch_release
 
         try:
-            return fetch_release(args.vllm, args.cache_dir), None
+            return fetch_release(args.vllm, args.cache_dir, progress=progress(args)), None
         except DownloadError as exc:
             raise UsageError(str(exc)) from None
     return resolve_targets(args.paths)
