@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,10 +24,12 @@ FIXTURES = REPO / "fixtures"
 VARIANTS = tomllib.loads((FIXTURES / "variants.toml").read_text())
 
 # The one place real vLLM releases for the `network` tests live: downloaded once (233-340 MB
-# wheels, only their .py files kept) and reused across runs. Never the user's cache (that
-# is $WARMLINT_CACHE_DIR or ~/.cache/warmlint, which the tests must leave alone): the
-# checkout's git-ignored .cache/, or $WARMLINT_TEST_RELEASES to share one between checkouts.
-RELEASE_CACHE = Path(os.environ.get("WARMLINT_TEST_RELEASES") or REPO / ".cache" / "warmlint")
+# wheels, only their .py files kept) and reused across runs and checkouts. Neither the
+# user's cache ($WARMLINT_CACHE_DIR or ~/.cache/warmlint, which the tests leave alone) nor
+# the working directory: a directory of the system's temporary directory, or
+# $WARMLINT_TEST_RELEASES (a warmlint cache directory: releases go to its releases/).
+RELEASE_CACHE = Path(os.environ.get("WARMLINT_TEST_RELEASES") or os.path.join(
+    tempfile.gettempdir(), f"warmlint-test-releases-{os.getuid()}"))
 # Every variable that picks a cache directory for warmlint or the tools the tests run
 # (pip, pre-commit, and through XDG_CACHE_HOME anything else that follows it).
 CACHE_VARIABLES = ("WARMLINT_CACHE_DIR", "XDG_CACHE_HOME", "PRE_COMMIT_HOME", "PIP_CACHE_DIR")
@@ -102,9 +106,15 @@ def _isolated_cache(tmp_path, monkeypatch):
         monkeypatch.setenv(name, str(tmp_path / "caches" / name.lower()))
 
 
+# Git without the user's or the system's configuration. Not /dev/null as the global file:
+# a process that replaces /dev/null by a regular file (an atomic rename onto it) would
+# then break every git call; a path in a directory that does not exist reads as an empty
+# config and cannot be written.
 GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
-           "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+           "GIT_CONFIG_GLOBAL": os.path.join(tempfile.gettempdir(), "warmlint-no-such-dir",
+                                             "gitconfig"),
+           "GIT_CONFIG_NOSYSTEM": "1"}
 
 
 def _source_files() -> list[str]:
@@ -137,3 +147,24 @@ def repo_snapshot(tmp_path_factory) -> tuple[Path, str]:
     sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True,
                          text=True, check=True).stdout.strip()
     return root, sha
+
+
+FENCE = re.compile(r"^(\s*)(```+)\s*([\w-]*)")
+
+
+def fenced_blocks(path: Path) -> list[tuple[str, str, int]]:
+    """(language, text, line) of each fenced code block of a Markdown file; a block inside a
+    list item loses the indentation of its fence."""
+    blocks, current = [], None
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        match = FENCE.match(line)
+        if current is None and match:
+            current = (match.group(3), match.group(1), match.group(2), [], number)
+        elif current is not None and line.strip() == current[2]:
+            blocks.append((current[0], "".join(current[3]), current[4]))
+            current = None
+        elif current is not None:
+            indent = current[1]
+            current[3].append((line[len(indent):] if line.startswith(indent) else line) + "\n")
+    assert current is None, f"{path}: unclosed code block at line {current[4]}"
+    return blocks

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CACHE_VARIABLES, RELEASE_CACHE, make_tree, run_cli
+from conftest import CACHE_VARIABLES, RELEASE_CACHE, REPO, make_tree, run_cli
 
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
 SEEDED_IF = "        if (k is None and p is None) or generators:\n"
@@ -169,6 +169,11 @@ def test_every_cache_variable_points_into_this_tests_tmp_path(tmp_path):
         assert value.is_relative_to(tmp_path), name
         assert str(value) != OUTSIDE[name]
     assert not RELEASE_CACHE.is_relative_to(tmp_path)
+    if not os.environ.get("WARMLINT_TEST_RELEASES"):  # the default: neither cwd nor checkout
+        assert not RELEASE_CACHE.is_relative_to(Path.cwd())
+        assert not RELEASE_CACHE.is_relative_to(REPO)
+        for name in ("WARMLINT_CACHE_DIR", "XDG_CACHE_HOME"):
+            assert not OUTSIDE[name] or not RELEASE_CACHE.is_relative_to(OUTSIDE[name])
 
 
 def test_a_check_run_writes_only_into_this_tests_cache(tmp_path):

@@ -95,7 +95,8 @@ def copy_tree(root: Path, out: Path, config: Path | None) -> None:
                     and not Path(directory).name.endswith(".dist-info"))}
 
     try:
-        shutil.copytree(root, out, ignore=ignore, dirs_exist_ok=True)
+        # Links stay links: a link loop in the tree must not make the copy endless.
+        shutil.copytree(root, out, ignore=ignore, symlinks=True, dirs_exist_ok=True)
         if config is not None and config.parent != root:
             shutil.copyfile(config, out / "pyproject.toml")
     except OSError as exc:
