@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import settings as hypothesis_settings
+from hypothesis.configuration import set_hypothesis_home_dir
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -93,9 +94,11 @@ def link_releases(*versions: str, cache: Path | None = None) -> Path:
     return cache
 
 
-# Hypothesis keeps failing examples in ./.hypothesis by default: not in the working directory.
+# Hypothesis keeps failing examples and a cache of source constants in ./.hypothesis by
+# default: neither belongs in the working directory.
 hypothesis_settings.register_profile("warmlint", database=None)
 hypothesis_settings.load_profile("warmlint")
+set_hypothesis_home_dir(os.path.join(tempfile.gettempdir(), f"warmlint-hypothesis-{os.getuid()}"))
 
 
 @pytest.fixture(autouse=True)

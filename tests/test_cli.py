@@ -169,6 +169,11 @@ def test_every_cache_variable_points_into_this_tests_tmp_path(tmp_path):
         assert value.is_relative_to(tmp_path), name
         assert str(value) != OUTSIDE[name]
     assert not RELEASE_CACHE.is_relative_to(tmp_path)
+    from hypothesis.configuration import storage_directory
+
+    hypothesis_home = storage_directory()  # a Path in older Hypothesis versions
+    hypothesis_home = Path(getattr(hypothesis_home, "path", hypothesis_home)).resolve()
+    assert not any(hypothesis_home.is_relative_to(p) for p in (Path.cwd(), REPO))
     if not os.environ.get("WARMLINT_TEST_RELEASES"):  # the default: neither cwd nor checkout
         assert not RELEASE_CACHE.is_relative_to(Path.cwd())
         assert not RELEASE_CACHE.is_relative_to(REPO)

@@ -227,3 +227,15 @@ def test_readme_snippet_with_every_rule_converges_in_one_retry(tmp_path, repo_sn
                                                                shared_home):
     fork = _regression_commit(tmp_path, repo_snapshot, shared_home, "")
     _commit_again(fork)
+
+
+def test_autoupdate_freeze_pins_the_readme_snippet_to_the_current_sha(tmp_path, repo_snapshot):
+    """The README says `pre-commit autoupdate --freeze` keeps `rev` current: with no tags in
+    the repository, pre-commit pins the head commit's sha."""
+    stale = readme_config(repo_snapshot).replace(repo_snapshot[1], "deadbeef" * 5)
+    fork = Fork(tmp_path, stale)
+    proc = subprocess.run([str(PRE_COMMIT), "autoupdate", "--freeze"], cwd=fork.root,
+                          env=fork.env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [repo] = yaml.safe_load((fork.root / ".pre-commit-config.yaml").read_text())["repos"]
+    assert repo["rev"] == repo_snapshot[1]

@@ -93,10 +93,9 @@ def test_fix_out_writes_a_whole_fixed_release_that_check_analyzes(tmp_path):
     end = next(i for i in range(start + 1, len(body)) if body[i].startswith("    def "))
     assert changed and all(start < i < end for i in changed)
     assert "clone" not in "\n".join(body[i] for i in changed)
-    before = _check("0.20.0")
     report = run_cli("check", "--no-cache", "--format", "json", str(out), check_json=True).json
     assert _seeded(report) == [] and report["errors"] == []
-    assert report["stats"]["files_parsed"] == before["stats"]["files_parsed"]
+    assert report["stats"]["files_parsed"] >= 40  # the whole program (43), not one file
     again = run_cli("fix", "--check", "--field", "generators", str(out))
     assert again.returncode == 0, again.stdout  # a second fix changes nothing
 
