@@ -6,6 +6,7 @@ import base64
 import hashlib
 import json
 import os
+import re
 import socket
 import threading
 import time
@@ -321,3 +322,37 @@ def test_quiet_when_progress_off(pypi, wheel, tmp_path, capsys):
 def test_bad_version_string(tmp_path):
     with pytest.raises(DownloadError, match="not a vLLM version"):
         fetch_release("../etc", tmp_path / "c", progress=False, index_url="http://127.0.0.1:9/pypi")
+
+
+def test_progress_lines_without_a_terminal(pypi, tmp_path, capsys, monkeypatch):
+    from warmlint import progress
+
+    monkeypatch.setattr(progress, "interval", lambda: 0.0)  # a line per 1 MB chunk
+    big = build_wheel(tmp_path / f"vllm-{VERSION}-py3-none-any.whl",
+                      {"vllm/blob.bin": os.urandom(3 << 20)})  # incompressible: 3 chunks
+    pypi.publish(big)
+    fetch(pypi, tmp_path / "c", progress=None)  # capsys' stderr is not a terminal
+    lines = capsys.readouterr().err.splitlines()
+    assert "\r" not in "".join(lines)
+    assert lines[0] == f"warmlint: downloading {big.name} (3 MB)"
+    assert lines[-1].startswith(f"warmlint: downloaded {big.name}: 100%, 3 MB of 3 MB, ")
+    middle = lines[1:-1]
+    assert len(middle) >= 3 and all(re.fullmatch(
+        rf"warmlint: downloading {re.escape(big.name)}: \d+%, \d+ MB of 3 MB, \d+ s", line)
+        for line in middle), lines
+
+
+def test_auto_progress_is_a_bar_on_a_terminal(pypi, wheel, tmp_path, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # the plain bar, whether tqdm is here or not
+    pypi.publish(wheel)
+    fetch(pypi, tmp_path / "c", progress=None)
+    assert terminal.getvalue().startswith("\rdownloading ") and "100%" in terminal.getvalue()

@@ -1,23 +1,24 @@
 """Integration: real vLLM releases from PyPI through `warmlint check --vllm VERSION`.
 
 Marked `network` (deselect offline with `-m 'not network'`); CI runs them. Releases are
-cached under `.cache/warmlint` in the checkout, so a run downloads each one once.
+downloaded once into conftest.RELEASE_CACHE; each test sees them through its own cache
+directory, so it writes nothing there (nor in the user's cache).
 """
 
 from __future__ import annotations
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import link_releases, release, run_cli
 
 pytestmark = pytest.mark.network
-CACHE = {"WARMLINT_CACHE_DIR": str(REPO / ".cache" / "warmlint")}
 SEEDED = ("vllm/v1/sample/ops/topk_topp_sampler.py", "TopKTopPSampler.forward_cuda")
 
 
 def _check(version: str, *extra: str):
+    link_releases(version)
     proc = run_cli("check", "--vllm", version, "--format", "json", "--no-cache", *extra,
-                   env=CACHE, check_json=True)
+                   check_json=True)
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr
     return proc.json
@@ -70,41 +71,40 @@ def test_0_21_0_reports_triton_specialization_gaps():
     assert gaps[("_topk_topp_kernel", "TOPP_ENABLED")]["extra"]["missing"] == ["False"]
 
 
-def test_fix_on_0_20_0_removes_the_seeded_finding(tmp_path):
-    import shutil
-
+def test_fix_out_writes_a_whole_fixed_release_that_check_analyzes(tmp_path):
+    link_releases("0.20.0")
     out = tmp_path / "out"
-    proc = run_cli("fix", "--vllm", "0.20.0", "--out", str(out), "--field", "generators",
-                   env=CACHE)
+    proc = run_cli("fix", "--vllm", "0.20.0", "--out", str(out), "--field", "generators")
     assert proc.returncode == 0, proc.stderr
-    [fixed] = [p for p in out.rglob("*.py")]
-    assert fixed.relative_to(out).as_posix() == "vllm/v1/worker/gpu_model_runner.py"
-    release = REPO / ".cache" / "warmlint" / "releases" / "vllm-0.20.0"
-    tree = tmp_path / "tree"
-    shutil.copytree(release, tree)
-    original = (tree / "vllm/v1/worker/gpu_model_runner.py").read_text().splitlines()
-    shutil.copy(fixed, tree / "vllm/v1/worker/gpu_model_runner.py")
-    text = fixed.read_text()
+    assert f"check it with `warmlint check {out}`" in proc.stderr
+    original = release("0.20.0")
+    runner = "vllm/v1/worker/gpu_model_runner.py"
+    files = {p.relative_to(original).as_posix() for p in original.rglob("*") if p.is_file()}
+    written = {p.relative_to(out).as_posix() for p in out.rglob("*") if p.is_file()}
+    assert written == files - {".warmlint-complete.json"}  # sources and dist-info, no marker
+    assert [rel for rel in written if (out / rel).read_bytes() != (original / rel).read_bytes()
+            ] == [runner]
+    text = (out / runner).read_text()
     # The diff touches only the warmup method (0.20.0 already imports replace and envs).
-    changed = [i for i, line in enumerate(text.splitlines()) if line not in original]
+    lines = (original / runner).read_text().splitlines()
+    changed = [i for i, line in enumerate(text.splitlines()) if line not in lines]
     body = text.splitlines()
     start = next(i for i, line in enumerate(body) if "def _dummy_sampler_run" in line)
     end = next(i for i in range(start + 1, len(body)) if body[i].startswith("    def "))
     assert changed and all(start < i < end for i in changed)
     assert "clone" not in "\n".join(body[i] for i in changed)
-    report = run_cli("check", "--no-cache", "--format", "json", str(tree), check_json=True).json
-    assert _seeded(report) == []
-    again = run_cli("fix", "--check", "--field", "generators", str(tree))
+    report = run_cli("check", "--no-cache", "--format", "json", str(out), check_json=True).json
+    assert _seeded(report) == [] and report["errors"] == []
+    assert report["stats"]["files_parsed"] >= 40  # the whole program (43), not one file
+    again = run_cli("fix", "--check", "--field", "generators", str(out))
     assert again.returncode == 0, again.stdout  # a second fix changes nothing
 
 
 def test_plugin_is_a_noop_on_0_21_0_and_upgrades_0_20_0():
     from warmlint.plugin import fixed_dummy_sampler_run_source
 
-    releases = REPO / ".cache" / "warmlint" / "releases"
-    _check("0.21.0")  # make sure both are downloaded
-    assert fixed_dummy_sampler_run_source(releases / "vllm-0.21.0") is None
-    source = fixed_dummy_sampler_run_source(releases / "vllm-0.20.0")
+    assert fixed_dummy_sampler_run_source(release("0.21.0")) is None
+    source = fixed_dummy_sampler_run_source(release("0.20.0"))
     assert 'not in ("processed_logits", "processed_logprobs")' in source
     assert "envs.VLLM_USE_FLASHINFER_SAMPLER" in source
     # A later start may run the cached copy only if it checks out against the install.

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import REPO
+from conftest import release
 from warmlint.check import analyze_tree
-from warmlint.download import fetch_release
 from warmlint.interp.reuse import CallReuse
 from warmlint.settings import Settings
 
@@ -24,7 +23,7 @@ def _findings(root) -> list:
 
 
 def test_reuse_changes_no_finding_on_real_vllm(monkeypatch):
-    root = fetch_release("0.21.0", REPO / ".cache" / "warmlint", progress=False)
+    root = release("0.21.0")
     replayed = []
     lookup = CallReuse.cold_lookup
 

@@ -62,3 +62,8 @@ def filter_new(findings: list, known: Counter) -> tuple[list, int]:
         else:
             new.append(finding)
     return new, len(findings) - len(new)
+
+
+def stale(findings: list, known: Counter) -> int:
+    """Baseline entries that match no current finding: fixed since, safe to drop."""
+    return sum((known - Counter(f.fingerprint for f in findings)).values())

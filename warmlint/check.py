@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmlint import __version__, shift
+from warmlint import __version__, fixes, shift
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
 from warmlint.index import code_digest
@@ -56,18 +56,22 @@ def _report_from_cache(root: Path, cached) -> Report | None:
 
 
 def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
-                 packages: tuple[str, ...] | None = None) -> Report:
-    """Run the analysis and every enabled rule; no filtering by path or suppression."""
+                 packages: tuple[str, ...] | None = None, progress: str = "off") -> Report:
+    """Run the analysis and every enabled rule; no filtering by path or suppression.
+
+    progress: a ``warmlint.progress`` mode; the ticker counts the files read so far."""
     from warmlint.analysis import analyze
     from warmlint.index import SourceTree
+    from warmlint.progress import Ticker
     from warmlint.rules import load
 
     tree = SourceTree(root, cache, tuple(settings.exclude), packages, settings.max_file_size)
-    facts = analyze(tree, settings)
     findings: list[Finding] = []
-    for rule in load():
-        if rule.kind == "analysis" and settings.rule_enabled(rule.code):
-            findings.extend(rule.check(facts))
+    with Ticker(f"analyzing {root}", lambda: f"{len(tree.files_read)} files read", progress):
+        facts = analyze(tree, settings)
+        for rule in load():
+            if rule.kind == "analysis" and settings.rule_enabled(rule.code):
+                findings.extend(rule.check(facts))
     findings.sort(key=sort_key)
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]
     errors += [{"path": p, "line": line, "message": msg} for p, line, msg in facts.errors]
@@ -97,7 +101,7 @@ def _dependencies(root: Path, files_read: dict) -> dict:
 
 
 def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
-              cache_dir: Path | None = None) -> Report:
+              cache_dir: Path | None = None, progress: str = "off") -> Report:
     started = time.perf_counter()
     cache = SummaryCache(cache_dir or default_cache_dir(), f"{__version__}:{settings.fingerprint()}",
                          settings.max_file_size) if use_cache else None
@@ -107,7 +111,8 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
         if report is not None:
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
             return report
-    report = analyze_tree(root, settings, cache)
+    report = analyze_tree(root, settings, cache, progress=progress)
+    fixes.annotate(report.findings, report.facts)  # before caching: a hit carries them too
     if cache is not None:
         payload = dict(report.to_json(), files=report.files)
         cache.put_result(key, report.deps, payload, report.codes,

@@ -25,8 +25,20 @@ def _modules() -> dict:
     return modules
 
 
+class Parser(argparse.ArgumentParser):
+    """argparse with warmlint's error contract: one line on stderr, exit 2.
+
+    argparse prints a usage block before the message; in a pre-commit or CI log that
+    block buries the one line that says what is wrong. Subcommand parsers are made of
+    this class too (``add_subparsers`` uses the parent's class).
+    """
+
+    def error(self, message: str):
+        self.exit(2, f"warmlint: error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser(modules: dict) -> tuple[argparse.ArgumentParser, dict]:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="warmlint",
         description="Find vLLM sampler dispatch branches that no warmup exercises.")
     parser.add_argument("--version", action="version", version=f"warmlint {__version__}")

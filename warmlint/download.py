@@ -220,41 +220,14 @@ def _pick_wheel(files: list[dict], version: str) -> dict:
     return wheels[0]
 
 
-class _Progress:
-    """tqdm when installed (optional), else a one-line '\\r' percentage; silent when off."""
-
-    def __init__(self, total: int | None, label: str, enabled: bool):
-        self.total, self.label, self.enabled, self.done, self.shown, self.bar = \
-            total, label, enabled, 0, None, None
-        with contextlib.suppress(ImportError):
-            if enabled:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024,
-                                desc=label, file=sys.stderr, leave=False)
-
-    def update(self, n: int) -> None:
-        self.done += n
-        if self.bar is not None:
-            return self.bar.update(n)
-        pct = f"{100 * self.done // self.total}%" if self.total else ""
-        if self.enabled and (pct, pct or self.done >> 23) != self.shown:  # unknown size: every 8 MB
-            self.shown = (pct, pct or self.done >> 23)
-            sys.stderr.write(f"\rdownloading {self.label}: {pct} ({self.done >> 20} MB)")
-            sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.close()
-        elif self.shown is not None:
-            sys.stderr.write("\n")
-
-
-def _download(url: str, dest: Path, sha256: str, size: int | None, progress: bool) -> None:
+def _download(url: str, dest: Path, sha256: str, size: int | None, progress: str) -> None:
     """Stream url to dest, hashing as it goes; a mismatch deletes dest and raises."""
+    from warmlint.progress import Download
+
     h = hashlib.sha256()
     with _open(url) as resp, open(dest, "wb") as out:
-        bar = _Progress(int(resp.headers.get("Content-Length") or size or 0) or None,
-                        dest.name.removesuffix(".part"), progress)
+        bar = Download(int(resp.headers.get("Content-Length") or size or 0) or None,
+                       dest.name.removesuffix(".part"), progress)
         try:
             while chunk := resp.read(CHUNK):
                 h.update(chunk)
@@ -327,7 +300,7 @@ def _remove(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def _fetch_into(version: str, index_url: str, final: Path, work: Path, progress: bool) -> None:
+def _fetch_into(version: str, index_url: str, final: Path, work: Path, progress: str) -> None:
     files, where = _release_files(version, index_url)
     wheel = _pick_wheel(files, version)
     sha = wheel["digests"]["sha256"].lower()
@@ -348,17 +321,22 @@ def _fetch_into(version: str, index_url: str, final: Path, work: Path, progress:
     (tree / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
 
 
-def fetch_release(version: str, cache_dir: Path | None = None, *, progress: bool | None = None,
+def fetch_release(version: str, cache_dir: Path | None = None, *,
+                  progress: bool | str | None = None,
                   index_url: str = "https://pypi.org/pypi", verify: bool = False) -> Path:
     """Return a directory that holds `vllm/` (only the .py files of the vLLM wheel of that version)
     and `vllm-VERSION.dist-info/` (METADATA and RECORD), extracted into a per-user cache.
+
+    progress: None picks a bar on a terminal and periodic lines elsewhere
+    (``warmlint.progress``); True forces the bar, False silences it, or a mode name.
     ``verify``: hash every cached file against RECORD (``--verify-cache``)."""
     final = release_cache_path(version, cache_dir)
     version = final.name.removeprefix("vllm-")
     if final.is_dir() and not verify_release(final, verify):
         return final  # fast path: no lock, no network
-    if progress is None:
-        progress = sys.stderr.isatty()
+    from warmlint.progress import mode
+
+    progress = {None: mode(), True: "bar", False: "off"}.get(progress, progress)
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
         with _locked(final.parent.parent / "locks" / f"{final.name}.lock") as exclusive:

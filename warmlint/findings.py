@@ -27,7 +27,7 @@ class Finding:
     warmups: list = field(default_factory=list)
     configs: list = field(default_factory=list)
     related: list = field(default_factory=list)  # [{"path", "line", "col", "message"}]
-    fix: dict | None = None  # {"description", "safe": bool}
+    fix: dict | None = None  # {"available", "safe", "description"}: warmlint.fixes
     extra: dict = field(default_factory=dict)
 
     @property

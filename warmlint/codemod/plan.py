@@ -132,7 +132,8 @@ def _rows_insertion(facts, gap, entry, rows: int, cls: str):
     code = fn.wrapper_module.code_for_node
     return Insertion(fn.path, fn.qualname, anchor, code(entry.node), arg, code(node), "", "",
                      [], note, rows=rows, row_args=row_args, row_fields=row_fields,
-                     batch_var=entry.batch_var)
+                     batch_var=entry.batch_var,
+                     fingerprint=f"{gap.kernel}:{gap.param}")  # the WL004 finding's identity
 
 
 def _request_classes(facts, entry) -> set:

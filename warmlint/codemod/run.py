@@ -27,10 +27,11 @@ class FixResult:
     report: object = None
 
 
-def compute_fixes(root: Path, settings, fields: set | None = None) -> FixResult:
+def compute_fixes(root: Path, settings, fields: set | None = None,
+                  progress: str = "off") -> FixResult:
     from warmlint.check import analyze_tree
 
-    report = analyze_tree(root, settings, None)
+    report = analyze_tree(root, settings, None, progress=progress)
     facts = report.facts
     plan = build_plan(facts, fields=fields)
     result = FixResult(report=report)

@@ -30,6 +30,8 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
                         help="with --vllm: hash every file of the cached release against the "
                              "wheel's RECORD before use (re-downloads it if one differs)")
 
+    parser.add_argument("-q", "--quiet", action="store_true",
+                        help="no progress on stderr (downloads, long analyses)")
 
 def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-incomplete", action="store_true",
@@ -73,6 +75,13 @@ def overrides(args) -> dict:
     return result
 
 
+def progress(args) -> str:
+    """The ``warmlint.progress`` mode for this invocation."""
+    from warmlint.progress import mode
+
+    return mode(quiet=getattr(args, "quiet", False))
+
+
 def target(args) -> tuple[Path, set | None]:
     """(root, files to report on or None) from PATHs or --vllm VERSION."""
     if args.vllm is not None:
@@ -83,7 +92,8 @@ def target(args) -> tuple[Path, set | None]:
         from warmlint.download import DownloadError, fetch_release
 
         try:
-            return fetch_release(args.vllm, args.cache_dir, verify=args.verify_cache), None
+            return fetch_release(args.vllm, args.cache_dir, progress=progress(args),
+                                 verify=args.verify_cache), None
         except DownloadError as exc:
             raise UsageError(str(exc)) from None
     return resolve_targets(args.paths)

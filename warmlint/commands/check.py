@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_tree_options, incomplete_exit,
-                               overrides, target, write_stdout)
+                               overrides, progress, target, write_stdout)
 from warmlint.config import UsageError, display_path, load_settings
 
 
@@ -32,7 +32,7 @@ def _only(report, only: set | None):
 
 
 def run(args) -> int:
-    from warmlint import baseline, suppress
+    from warmlint import baseline, fixes, suppress
     from warmlint.check import run_check
     from warmlint.reporters import render
     from warmlint.reporters.text import render_errors
@@ -40,10 +40,13 @@ def run(args) -> int:
     root, only = target(args)
     settings, _ = load_settings(root, overrides(args), args.config)
     known = baseline.load(args.baseline) if args.baseline else None  # fail before analyzing
-    report = _only(suppress.apply(run_check(root, settings, use_cache=not args.no_cache,
-                                            cache_dir=args.cache_dir), settings), only)
+    report = suppress.apply(run_check(root, settings, use_cache=not args.no_cache,
+                                      cache_dir=args.cache_dir, progress=progress(args)),
+                            settings)
+    fixes.complete(report.findings)
     show = None if args.vllm else (lambda rel: display_path(root, rel))
     if args.write_baseline:
+        _only(report, only)
         sys.stderr.write(render_errors(report, root_display=show))
         if incomplete_exit(report, args):  # it would record too few findings
             sys.stderr.write(f"warmlint: {args.write_baseline} not written\n")
@@ -52,9 +55,11 @@ def run(args) -> int:
         sys.stderr.write(f"warmlint: recorded {len(report.findings)} findings in "
                          f"{args.write_baseline}\n")
         return 0
-    if known is not None:
+    if known is not None:  # over the whole tree: an entry of a file not shown is not stale
+        stale = baseline.stale(report.findings, known)
         report.findings, n = baseline.filter_new(report.findings, known)
-        sys.stderr.write(f"warmlint: {n} finding{'s' * (n != 1)} baselined ({args.baseline})\n")
+        report.stats.update(baselined=n, baseline_stale=stale)
+    _only(report, only)
     output = render(report, args.format, root_display=show)
     if args.output:
         from warmlint.files import write_file
@@ -71,12 +76,27 @@ def run(args) -> int:
             "warmlint: warning: no warmup found (methods matching "
             f"{', '.join(settings.warmup_methods)} that build request inputs, in files matching "
             f"{', '.join(settings.warmup_files)}): nothing was checked\n")
-    if args.format == "text":
+    if args.format == "text":  # the other formats carry the errors themselves
         sys.stderr.write(render_errors(report, root_display=show))
-        n, e = len(report.findings), len(report.errors)
-        sys.stderr.write(f"warmlint: {n} finding{'s' * (n != 1)}, {e} error{'s' * (e != 1)} "
-                         f"({report.stats.get('files_parsed', 0)} files, "
-                         f"{report.stats.get('seconds', 0)} s)\n")
+    sys.stderr.write(summary(report) + "\n")
     if incomplete_exit(report, args):
         return 2
     return 1 if report.findings and not args.exit_zero else 0
+
+
+def _count(n: int, one: str, many: str | None = None) -> str:
+    return f"{n} {one if n == 1 else many or one + 's'}"
+
+
+def summary(report) -> str:
+    """``warmlint: 2 findings, 0 errors, 1 suppressed[, 3 baselined, 1 stale baseline
+    entry] (7 files, 0.41 s)``: what was hidden is counted, so nothing hides silently."""
+    stats = report.stats
+    parts = [_count(len(report.findings), "finding"), _count(len(report.errors), "error"),
+             f"{stats.get('suppressed', 0)} suppressed"]
+    if "baselined" in stats:
+        parts += [f"{stats['baselined']} baselined",
+                  _count(stats["baseline_stale"], "stale baseline entry",
+                         "stale baseline entries")]
+    return (f"warmlint: {', '.join(parts)} ({stats.get('files_parsed', 0)} files, "
+            f"{stats.get('seconds', 0)} s)")

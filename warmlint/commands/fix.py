@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import difflib
 import os
+import shutil
 import sys
 from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_tree_options, incomplete_exit,
-                               overrides, target, write_stdout)
+                               overrides, progress, target, write_stdout)
 from warmlint.config import UsageError, display_path, load_settings
 from warmlint.printable import printable
 
@@ -22,7 +23,8 @@ def add_parser(sub) -> None:
     mode.add_argument("--check", action="store_true",
                       help="write nothing; exit 1 if a fix would change anything")
     parser.add_argument("--out", type=Path, metavar="DIR",
-                        help="write the fixed files under DIR instead of in place")
+                        help="write a copy of the whole tree, fixed, to DIR (new or empty) "
+                             "instead of editing in place; `warmlint check DIR` analyzes it")
     parser.add_argument("--field", action="append", metavar="NAME",
                         help="only fix outcomes driven by this metadata field (repeatable)")
     add_incomplete_option(parser)
@@ -34,8 +36,11 @@ def run(args) -> int:
     if args.vllm and not (args.out or args.diff or args.check):
         raise UsageError("--vllm needs --out DIR (a downloaded release is not edited in place)")
     root, only = target(args)
-    settings, _ = load_settings(root, overrides(args), args.config)
-    result = compute_fixes(root, settings, set(args.field) if args.field else None)
+    settings, source = load_settings(root, overrides(args), args.config)
+    if args.out and not (args.diff or args.check):
+        _check_out(args.out, root)
+    result = compute_fixes(root, settings, set(args.field) if args.field else None,
+                           progress=progress(args))
     show = (lambda rel: rel) if args.vllm else (lambda rel: display_path(root, rel))
     files = [f for f in result.files if only is None or _inside(f.path, only)]
     for site, reason in result.unfixable:
@@ -52,6 +57,8 @@ def run(args) -> int:
             else:
                 write_stdout(f"would fix {show(fix.path)}\n")
         return 2 if incomplete_exit(result.report, args) else (1 if files else 0)
+    if args.out:
+        copy_tree(root, args.out, source if args.config is None else None)
     for fix in files:
         dest = (args.out / fix.path) if args.out else (root / fix.path)
         _write(dest, fix.new.encode("utf-8"), os.stat(root / fix.path).st_mode & 0o7777)
@@ -63,6 +70,9 @@ def run(args) -> int:
         sys.stderr.write(f"fixed {where}: {', '.join(done)}\n")
     if not files:
         sys.stderr.write("warmlint: nothing to fix\n")
+    if args.out:
+        sys.stderr.write(f"warmlint: wrote the {'fixed ' * bool(files)}tree to {args.out}; "
+                         f"check it with `warmlint check {args.out}`\n")
     return 2 if incomplete_exit(result.report, args) else 0
 
 
@@ -75,6 +85,34 @@ def _write(dest: Path, data: bytes, mode: int) -> None:
         write_file(dest, data, mode)
     except OSError as exc:
         raise UsageError(f"{dest}: cannot write the fix: {exc.strerror or exc}") from None
+
+
+def _check_out(out: Path, root: Path) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out}: --out needs a new or empty directory")
+    if out.resolve().is_relative_to(root.resolve()):
+        raise UsageError(f"{out}: --out must be outside the analyzed tree {root}")
+
+
+def copy_tree(root: Path, out: Path, config: Path | None) -> None:
+    """What ``check`` reads of ``root``: every .py file outside hidden directories, the
+    top-level ``*.dist-info`` of a release (``verify --release-dir`` reads it), and the
+    ``pyproject.toml`` the settings came from, so ``check OUT`` analyzes the same program
+    under the same configuration."""
+    def ignore(directory: str, names: list) -> set:
+        top = Path(directory) == root
+        return {n for n in names if n.startswith(".") or n == "__pycache__"
+                or (os.path.isfile(os.path.join(directory, n)) and not n.endswith(".py")
+                    and not (top and n == "pyproject.toml")
+                    and not Path(directory).name.endswith(".dist-info"))}
+
+    try:
+        # Links stay links: a link loop in the tree must not make the copy endless.
+        shutil.copytree(root, out, ignore=ignore, symlinks=True, dirs_exist_ok=True)
+        if config is not None and config.parent != root:
+            shutil.copyfile(config, out / "pyproject.toml")
+    except OSError as exc:
+        raise UsageError(f"{out}: cannot write the fixed tree: {exc}") from None
 
 
 def _inside(rel: str, only: set) -> bool:

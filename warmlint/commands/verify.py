@@ -70,7 +70,7 @@ def run(args) -> int:
             raise UsageError(f"{release}: no vllm/ package there")
     if not verify.cuda_available():
         raise UsageError("no CUDA device (or no torch) here: verify runs vLLM's sampler on a "
-                         "GPU; see README 'GPU proof' for running it on a GPU machine")
+                         "GPU; see docs/gpu-proof.md for running it on a GPU machine")
     report = verify.verify(release, args.warmup, config, kinds, batches, args.jobs,
                            args.cases_dir)
     text = (json.dumps(report, indent=1) + "\n" if args.format == "json"

@@ -1,4 +1,4 @@
-"""One JSON object: ``{"warmlint", "root", "findings", "errors", "stats"}`` (README: schema)."""
+"""One JSON object: ``{"warmlint", "root", "findings", "errors", "stats"}`` (docs/output.md: schema)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,10 @@ what code scanning maps onto the repository), and files that could not be analyz
 become tool execution notifications (and make ``executionSuccessful`` false: the
 result is incomplete). A finding's fix is described, not spelled out:
 ``warmlint fix`` computes the edits, and SARIF requires each fix to name an artifact
-change, so a fix without edits carries an empty insertion at the finding.
+change, so a fix without edits carries an empty insertion at the finding. Only findings
+``warmlint fix`` handles get ``fixes``; every result carries the ``fix`` object of the
+JSON output (``warmlint.fixes``) in its properties, so CI can read either format. No
+``informationUri``: warmlint has no published home page to point at.
 """
 
 from __future__ import annotations
@@ -19,7 +22,6 @@ from urllib.parse import quote
 from warmlint import __version__
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://pypi.org/project/warmlint/"
 FINGERPRINT_KEY = "warmlintFingerprint/v1"
 BASE_ID = "SRCROOT"
 
@@ -88,7 +90,8 @@ def _result(finding, index: dict, rules: list) -> dict:
               "locations": [{"physicalLocation": _physical(finding.path, finding.line,
                                                            finding.col)}],
               "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint},
-              "properties": {"function": finding.function, "configs": finding.configs}}
+              "properties": {"function": finding.function, "configs": finding.configs,
+                             **({"fix": finding.fix} if finding.fix else {})}}
     if i is not None:
         result["ruleIndex"] = i
     if finding.function and finding.function != "<module>":
@@ -99,7 +102,7 @@ def _result(finding, index: dict, rules: list) -> dict:
             {"id": n, "physicalLocation": _physical(r["path"], r.get("line"), r.get("col")),
              "message": {"text": r.get("message", "")}}
             for n, r in enumerate(finding.related, 1)]
-    if finding.fix:
+    if finding.fix and finding.fix.get("available", True):
         result["fixes"] = _fixes(finding)
     return result
 
@@ -118,7 +121,6 @@ def to_sarif(report) -> dict:
     run = {
         "tool": {"driver": {"name": "warmlint", "version": __version__,
                             "semanticVersion": __version__,
-                            "informationUri": INFORMATION_URI,
                             "rules": [_descriptor(rule) for rule in rules]}},
         "originalUriBaseIds": {BASE_ID: {"uri": root}},
         # An incomplete result (any errors entry) is not a successful execution: a viewer
