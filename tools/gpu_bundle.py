@@ -45,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 LIMIT_MIB = 60
 CARRY_MIB = 64
-PY, ABI = "3.12", "cp"
+PY, ABI = "3.12", "cp"  # the GPU machine's Python; --python-version for a CPU rehearsal
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 MORE_PLATFORMS = ["manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64"]
 
@@ -441,6 +441,7 @@ def report(payload: Path, script: Path, parts: dict, limit_mib: float) -> int:
 
 
 def main(argv=None) -> int:
+    global PY
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--release", action="append", required=True,
@@ -453,6 +454,9 @@ def main(argv=None) -> int:
     parser.add_argument("--release-cache", type=Path, metavar="DIR",
                         help="warmlint's release cache to fetch into / reuse (default: the "
                              "bundle's cache/; e.g. .cache/warmlint)")
+    parser.add_argument("--python-version", default=PY,
+                        help=f"wheels for this Python (default {PY}, the GPU machine's; another "
+                             "one only to rehearse the run elsewhere, with its own --out)")
     parser.add_argument("--release-format", choices=("tar.xz", "zip"), default="tar.xz",
                         help="how releases travel (tar.xz: about half the size of zip)")
     parser.add_argument("--flashinfer", metavar="VERSION",
@@ -464,6 +468,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-fix", dest="fix", action="store_false",
                         help="do not run `warmlint fix` on the releases to make case (b)'s file")
     args = parser.parse_args(argv)
+    PY = args.python_version
     sys.path.insert(0, str(REPO))
     return assemble(args)
 

@@ -14,8 +14,10 @@
 # WARMLINT_NO_PREFLIGHT=1, WARMLINT_SKIP_PYTEST=1, WARMLINT_VERIFY (see run_verify),
 # WARMLINT_DEADLINE_S (no verify case starts later than this many seconds after this
 # script started; the rest are reported as skipped, so a run under a hard time limit
-# still prints its tables); for a dry run elsewhere: WARMLINT_PYTHON (default python3),
-# WARMLINT_PIP_FLAGS (e.g. target tags).
+# still prints its tables; WARMLINT_CASE_GRACE_S: how long a case started before it may
+# run past it, default 180), WARMLINT_VERIFY_EARLY + WARMLINT_EARLY_DEADLINE_S (verify runs
+# that need no FlashInfer, started while it builds); for a dry run elsewhere:
+# WARMLINT_PYTHON (default python3), WARMLINT_PIP_FLAGS (e.g. target tags).
 set -uo pipefail
 # WARMLINT_FUNCTIONS_ONLY=1 (with `source`, from the repo root): define the functions and
 # run nothing (the CPU tests drive run_verify with a stand-in python).

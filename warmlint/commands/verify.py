@@ -97,7 +97,10 @@ def run(args) -> int:
                          "vllm/v1/worker/gpu/model_runner.py as file:PATH")
     if args.deadline is not None and args.deadline < time.time():
         raise UsageError("--deadline is in the past")
-    if not verify.cuda_available():
+    if verify.cpu_dry_run():
+        sys.stderr.write("warmlint verify: a CPU dry run (WARMLINT_CASE_ARGS has --device cpu): "
+                         "the machinery runs, its verdicts mean nothing\n")
+    elif not verify.cuda_available():
         raise UsageError("no CUDA device (or no torch) here: verify runs vLLM's sampler on a "
                          "GPU; see README 'GPU proof' for running it on a GPU machine")
     reports: list = []
