@@ -16,7 +16,8 @@
 # script started; the rest are reported as skipped, so a run under a hard time limit
 # still prints its tables; WARMLINT_CASE_GRACE_S: how long a case started before it may
 # run past it, default 180), WARMLINT_VERIFY_EARLY + WARMLINT_EARLY_DEADLINE_S (verify runs
-# that need no FlashInfer, started while it builds); for a dry run elsewhere:
+# that need no FlashInfer, started while it builds; their deadline counts from the start of
+# that build); for a dry run elsewhere:
 # WARMLINT_PYTHON (default python3), WARMLINT_PIP_FLAGS (e.g. target tags).
 set -uo pipefail
 # WARMLINT_FUNCTIONS_ONLY=1 (with `source`, from the repo root): define the functions and
@@ -181,7 +182,8 @@ main() {
     # The FlashInfer build keeps one or two cores busy for ~100 s: FlashInfer-free cells
     # (VLLM_USE_FLASHINFER_SAMPLER=0) use the others meanwhile.
     step "verify while FlashInfer builds: $WARMLINT_VERIFY_EARLY"
-    ( WARMLINT_VERIFY=$WARMLINT_VERIFY_EARLY VERIFY_TAG=early \
+    # its deadline counts from now: cells started within it end about when FlashInfer does
+    ( STARTED=$(date +%s) WARMLINT_VERIFY=$WARMLINT_VERIFY_EARLY VERIFY_TAG=early \
       WARMLINT_DEADLINE_S=${WARMLINT_EARLY_DEADLINE_S:-${WARMLINT_DEADLINE_S:-}} run_verify ) &
     early=$!
   fi
@@ -213,7 +215,8 @@ main() {
 # list, run in this order), jobs. E.g.
 #   0.26.0:original:VLLM_USE_FLASHINFER_SAMPLER=1:runner=v2:batches=256,37,8,1
 # WARMLINT_VERIFY_EARLY: the same, run while FlashInfer builds (each spec must set
-# VLLM_USE_FLASHINFER_SAMPLER=0), with WARMLINT_EARLY_DEADLINE_S; files verify-early-<n>.
+# VLLM_USE_FLASHINFER_SAMPLER=0), with WARMLINT_EARLY_DEADLINE_S counted from the start of
+# the build; files verify-early-<n>.
 run_verify() {
   local spec n=0 ver warmup env rest args rc=0 key val w var deadline="" tag=${VERIFY_TAG:-}
   if [ -n "${WARMLINT_DEADLINE_S:-}" ]; then deadline=$((STARTED + WARMLINT_DEADLINE_S)); fi

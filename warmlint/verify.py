@@ -285,16 +285,21 @@ def startup_cost(results) -> dict:
     """The warmup under test, as the cases measured it: wall time (median, min, max over
     cases: they ran side by side, so the spread is noise from neighbours) and peak GPU
     memory above the memory allocated before it (the same in every case)."""
+    results = list(results)
     warm = [r["warmup"] for r in results if r.get("status") == "ok" and r.get("warmup")]
     if not warm:
         return {"cases": 0}
+    # which sampling path the sampler was built for (v1: forward_cuda = FlashInfer bound;
+    # v2: "flashinfer"), so a table says whether the FlashInfer dispatch was under test
+    samplers = sorted({str(r.get("sampler_forward")) for r in results if r.get("status") == "ok"})
     seconds = [w["seconds"] for w in warm]
     extra = [w.get("memory_extra_bytes", 0) for w in warm]
     out = {"cases": len(warm), "seconds_median": round(statistics.median(seconds), 3),
            "seconds_min": round(min(seconds), 3), "seconds_max": round(max(seconds), 3),
            "peak_extra_mb": round(max(extra) / 1e6, 1),
            "peak_extra_mb_min": round(min(extra) / 1e6, 1),
-           "events_median": statistics.median(w["events"]["total"] for w in warm)}
+           "events_median": statistics.median(w["events"]["total"] for w in warm),
+           "sampler": samplers}
     parts = {}
     for w in warm:
         for name, part in (w.get("parts") or {}).items():
@@ -372,6 +377,8 @@ def _startup_line(report: dict) -> str:
             f"side), peak GPU memory +{s['peak_extra_mb']} MB, {s['events_median']:g} JIT events")
     if s.get("parts_seconds_median"):
         line += "; " + ", ".join(f"{n} {v} s" for n, v in s["parts_seconds_median"].items())
+    if s.get("sampler"):
+        line += f"; sampler: {', '.join(s['sampler'])}"
     return line
 
 
