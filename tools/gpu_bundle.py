@@ -2,14 +2,24 @@
 """Assemble what a GPU run of tests/gpu needs into .gpu-bundle/ (needs PyPI; no GPU).
 
     python tools/gpu_bundle.py --release 0.20.0 --release 0.21.0 --out .gpu-bundle
+    python tools/gpu_bundle.py --release 0.26.0 --release 0.21.0 --release-cache .cache/warmlint
+
+Three releases do not fit one payload (each release's .py files zip to 11-14 MB): build
+one for the subset a GPU run needs (``--release`` picks it). FlashInfer and tvm-ffi come
+in the versions the newest release of the payload pins (its METADATA: 0.26.0 pins
+flashinfer-python 0.6.14 and apache-tvm-ffi 0.1.10, 0.20.0/0.21.0 pin 0.6.8.post1 and
+0.1.9); an older release then runs with that FlashInfer (logged, and in MANIFEST.json):
+one FlashInfer means one ~100 s JIT build of its sampling module per machine, not two.
+``--flashinfer``/``--tvm-ffi`` pin other versions.
 
 Layout (only ``payload/`` and ``run_gpu_tests.sh`` travel; ``cache/`` stays here):
 
     .gpu-bundle/run_gpu_tests.sh         copy of tools/run_gpu_tests.sh
     .gpu-bundle/payload/wheels/          always installed on the GPU machine (cp312 manylinux)
     .gpu-bundle/payload/extras/          installed only where the machine lacks them
-    .gpu-bundle/payload/releases/        vllm-X.zip: a release's .py files + its dist-info
-    .gpu-bundle/payload/fixed/           gpu_model_runner-X.py from `warmlint fix` (optional)
+    .gpu-bundle/payload/releases/        vllm-X.tar.xz (or .zip): a release's .py files + dist-info
+    .gpu-bundle/payload/fixed/           gpu_model_runner-X.py (v1) and model_runner_v2-X.py
+                                         (v2) from `warmlint fix` (optional)
     .gpu-bundle/payload/MANIFEST.json    what is in it, with sizes and sha256
     .gpu-bundle/cache/                   downloads, reused by the next run
 
@@ -35,7 +45,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 LIMIT_MIB = 60
 CARRY_MIB = 64
-PY, ABI = "3.12", "cp"
+PY, ABI = "3.12", "cp"  # the GPU machine's Python; --python-version for a CPU rehearsal
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"]
 MORE_PLATFORMS = ["manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64"]
 
@@ -47,8 +57,10 @@ CORE = [
     "pydantic-extra-types",
     "blake3", "partial-json-parser", "llguidance>=1.3,<1.4", "dill", "jsonschema",
     "jsonschema-specifications", "referencing", "rpds-py",
-    "flashinfer-python==0.6.8.post1", "apache-tvm-ffi==0.1.9",
 ]
+# FlashInfer sampling: the versions a release pins (read from its METADATA); these are
+# the pins of releases whose METADATA says nothing (none known).
+FLASHINFER = {"flashinfer-python": "0.6.8.post1", "apache-tvm-ffi": "0.1.9"}
 # Imported by the same chain on a CPU check here but not listed as missing there: installed
 # only if `check` fails on the GPU machine (an import name, or cmd:NAME for a program).
 EXTRAS = [
@@ -60,6 +72,8 @@ EXTRAS = [
     ("anyio", "anyio"), ("pyyaml", "yaml"), ("packaging", "packaging"),
     ("pytest", "pytest"), ("pluggy", "pluggy"), ("iniconfig", "iniconfig"),
     ("pygments", "pygments"), ("libcst", "libcst"), ("ninja", "cmd:ninja"),
+    # flashinfer-python 0.6.14 (vLLM 0.26.0) imports pynvml; it also requires tabulate
+    ("nvidia-ml-py", "pynvml"), ("tabulate", "tabulate"),
 ]
 # Same, but big: shipped only while the payload still fits.
 OPTIONAL = [("uvloop", "uvloop")]
@@ -152,14 +166,16 @@ def pydantic_core_pin(pydantic_wheel: Path) -> str:
 
 # --- vLLM releases and warmlint ------------------------------------------------------
 
-def release_tree(version: str, cache: Path) -> Path:
-    """A folder holding vllm/ (.py files) and vllm-X.dist-info/ for the release."""
+def release_tree(version: str, cache: Path, release_cache: Path | None = None) -> Path:
+    """A folder holding vllm/ (.py files) and vllm-X.dist-info/ for the release, fetched
+    into (or found in) ``release_cache`` (a warmlint cache dir) or the bundle's cache."""
     try:
         from warmlint.download import fetch_release
     except ImportError as exc:
         log(f"warmlint.download unavailable ({exc}); using pip download")
         return _release_via_pip(version, cache)
-    return Path(fetch_release(version, cache_dir=cache / "warmlint", progress=False))
+    where = release_cache or cache / "warmlint"
+    return Path(fetch_release(version, cache_dir=where, progress=False))
 
 
 def _release_via_pip(version: str, cache: Path) -> Path:
@@ -180,34 +196,105 @@ def _release_via_pip(version: str, cache: Path) -> Path:
     return tree
 
 
-def zip_release(tree: Path, version: str, dest: Path) -> Path:
-    out = dest / f"vllm-{version}.zip"
-    dist_infos = list(tree.glob("vllm-*.dist-info"))
-    if len(dist_infos) != 1:
-        raise SystemExit(f"[gpu_bundle] {tree} has no single vllm-*.dist-info")
-    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-        for top in (tree / "vllm", dist_infos[0]):
-            for path in sorted(top.rglob("*")):
-                if path.is_file() and (path.suffix == ".py" or top is dist_infos[0]):
-                    zf.write(path, path.relative_to(tree).as_posix())
+def release_pins(tree: Path) -> dict:
+    """{"flashinfer-python": "0.6.14", ...}: the exact pins in the release's METADATA."""
+    out = {}
+    for meta in tree.glob("vllm-*.dist-info/METADATA"):
+        for line in meta.read_text(encoding="utf-8").splitlines():
+            m = re.match(r"Requires-Dist: ([A-Za-z0-9._-]+)\s*\(?==([^\s;,)]+)", line)
+            if m and ";" not in line:
+                out[canonical(m.group(1))] = m.group(2)
     return out
 
 
-def fixed_runner(version: str, cache: Path) -> str | None:
-    """`warmlint fix --field generators` on the release: its gpu_model_runner.py, if changed."""
+def _vkey(version: str) -> tuple:
+    return tuple(int(p) if p.isdigit() else 0 for p in re.split(r"[.+]", version))
+
+
+def choose_flashinfer(pins: dict, override: dict) -> tuple[dict, list]:
+    """({dist: version}, [warnings]): the newest release's FlashInfer pins, or overrides."""
+    newest = max(pins, key=_vkey) if pins else None
+    chosen = {dist: override.get(dist) or (pins[newest].get(dist) if newest else None)
+              or default for dist, default in FLASHINFER.items()}
+    notes = []
+    for version, pin in sorted(pins.items(), key=lambda kv: _vkey(kv[0])):
+        for dist, want in chosen.items():
+            if pin.get(dist) and pin[dist] != want:
+                notes.append(f"vLLM {version} pins {dist}=={pin[dist]} but runs with {want}")
+    return chosen, notes
+
+
+def _release_files(tree: Path) -> list:
+    """(path, archive name) of a release's .py files and its dist-info, sorted."""
+    dist_infos = list(tree.glob("vllm-*.dist-info"))
+    if len(dist_infos) != 1:
+        raise SystemExit(f"[gpu_bundle] {tree} has no single vllm-*.dist-info")
+    out = []
+    for top in (tree / "vllm", dist_infos[0]):
+        for path in sorted(top.rglob("*")):
+            if path.is_file() and (path.suffix == ".py" or top is dist_infos[0]):
+                out.append((path, path.relative_to(tree).as_posix()))
+    return out
+
+
+def zip_release(tree: Path, version: str, dest: Path) -> Path:
+    out = dest / f"vllm-{version}.zip"
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+        for path, name in _release_files(tree):
+            zf.write(path, name)
+    return out
+
+
+def xz_release(tree: Path, version: str, dest: Path, cache: Path) -> Path:
+    """The release as .tar.xz: about half a zip's size (one stream over thousands of
+    similar .py files), which is what lets two releases fit one payload. Built once per
+    version and kept in cache/archives/ (xz -9 takes a minute)."""
+    import lzma
+    import tarfile
+
+    kept = cache / "archives" / f"vllm-{version}.tar.xz"
+    stamp = kept.with_suffix(".src")
+    source = f"{tree.resolve()} {(tree / '.warmlint-complete.json').stat().st_mtime_ns}" \
+        if (tree / ".warmlint-complete.json").is_file() else str(tree.resolve())
+    if not (kept.is_file() and stamp.is_file() and stamp.read_text() == source):
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        part = kept.with_suffix(".part")
+        with lzma.open(part, "wb", preset=9) as xz, tarfile.open(fileobj=xz, mode="w") as tf:
+            for path, name in _release_files(tree):
+                info = tf.gettarinfo(str(path), name)
+                info.uid = info.gid = 0
+                info.uname = info.gname = ""
+                with open(path, "rb") as fh:
+                    tf.addfile(info, fh)
+        os.replace(part, kept)
+        stamp.write_text(source)
+    out = dest / kept.name
+    shutil.copy2(kept, out)
+    return out
+
+
+RUNNER_FILES = {"v1": "vllm/v1/worker/gpu_model_runner.py",
+                "v2": "vllm/v1/worker/gpu/model_runner.py"}
+FIXED_NAMES = {"v1": "gpu_model_runner-{}.py", "v2": "model_runner_v2-{}.py"}
+
+
+def fixed_runners(version: str, cache: Path, release_cache: Path | None = None) -> dict:
+    """`warmlint fix --field generators` on the release: {runner: path} of the runner
+    files it changed (v1 gpu_model_runner.py, v2 gpu/model_runner.py)."""
     out = cache / "fixed" / version
     shutil.rmtree(out, ignore_errors=True)
-    tree = release_tree(version, cache)
+    tree = release_tree(version, cache, release_cache)
     cmd = [sys.executable, "-m", "warmlint.cli", "fix", str(tree), "--out", str(out),
            "--field", "generators"]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
-    made = out / "vllm" / "v1" / "worker" / "gpu_model_runner.py"
-    if made.is_file():
-        log(f"vLLM {version}: shipping the warmup `warmlint fix` wrote (case b)")
-        return str(made)
-    last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
-    log(f"vLLM {version}: no fixed runner (warmlint fix exit {proc.returncode}: {last[0]})")
-    return None
+    made = {runner: str(out / rel) for runner, rel in RUNNER_FILES.items()
+            if (out / rel).is_file()}
+    for runner in made:
+        log(f"vLLM {version}: shipping the {runner} warmup `warmlint fix` wrote")
+    if not made:
+        last = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or ["no output"]
+        log(f"vLLM {version}: no fixed runner (warmlint fix exit {proc.returncode}: {last[0]})")
+    return made
 
 
 def warmlint_wheel(cache: Path) -> Path:
@@ -257,12 +344,25 @@ def assemble(args) -> int:
         (payload / sub).mkdir(parents=True)
     parts: dict = {}
 
-    core = wheels.fetch(CORE)
+    trees = {}
+    for version in args.release:
+        log(f"vLLM {version}: fetching the release's .py files")
+        trees[version] = release_tree(version, cache, args.release_cache)
+    override = {"flashinfer-python": args.flashinfer, "apache-tvm-ffi": args.tvm_ffi}
+    chosen, notes = choose_flashinfer({v: release_pins(t) for v, t in trees.items()},
+                                      {k: v for k, v in override.items() if v})
+    for note in notes:
+        log(f"NOTE {note}")
+    core_reqs = CORE + [f"{dist}=={version}" for dist, version in chosen.items()]
+    core = wheels.fetch(core_reqs)
     core.update(wheels.fetch([pydantic_core_pin(core[CORE[0]])]))
     core["warmlint"] = warmlint_wheel(cache)
     for path in core.values():
         shutil.copy2(path, payload / "wheels" / path.name)
     parts["wheels (always installed)"] = sum(p.stat().st_size for p in core.values())
+    for dist, version in chosen.items():
+        wheel = core[f"{dist}=={version}"]
+        parts[f"  of which {wheel.name}"] = wheel.stat().st_size
 
     extras = wheels.fetch([req for req, _ in EXTRAS])
     lines = []
@@ -271,18 +371,23 @@ def assemble(args) -> int:
         lines.append(f"{check} {extras[req].name}")
     parts["extras (installed if missing)"] = sum(p.stat().st_size for p in extras.values())
 
-    for version in args.release:
-        log(f"vLLM {version}: fetching the release's .py files")
-        z = zip_release(release_tree(version, cache), version, payload / "releases")
-        parts[f"release {version}"] = z.stat().st_size
-    fixed = dict(item.partition("=")[::2] for item in args.fixed_runner)
+    for version, tree in trees.items():
+        z = (zip_release(tree, version, payload / "releases") if args.release_format == "zip"
+             else xz_release(tree, version, payload / "releases", cache))
+        parts[f"release {version} ({z.name})"] = z.stat().st_size
+    fixed = {"v1": dict(item.partition("=")[::2] for item in args.fixed_runner),
+             "v2": dict(item.partition("=")[::2] for item in args.fixed_runner_v2)}
     for version in args.release if args.fix else []:
-        if version not in fixed and (made := fixed_runner(version, cache)):
-            fixed[version] = made
-    for version, path in fixed.items():
-        dest = payload / "fixed" / f"gpu_model_runner-{version}.py"
-        shutil.copy2(path, dest)
-        parts[f"fixed runner {version}"] = dest.stat().st_size
+        if version in fixed["v1"] or version in fixed["v2"]:
+            continue
+        for runner, made in fixed_runners(version, cache, args.release_cache).items():
+            fixed[runner][version] = made
+    for runner, by_version in fixed.items():
+        for version, path in by_version.items():
+            dest = payload / "fixed" / FIXED_NAMES[runner].format(version)
+            shutil.copy2(path, dest)
+            parts[f"fixed {runner} runner {version}"] = dest.stat().st_size
+    flashinfer_note = {"versions": chosen, "notes": notes}
 
     add_optional(wheels, payload, parts, lines, args.limit_mib)
     (payload / "extras" / "extras.txt").write_text("\n".join(lines) + "\n")
@@ -291,7 +396,7 @@ def assemble(args) -> int:
     script.chmod(0o755)
     files = sorted(p for p in payload.rglob("*") if p.is_file())
     manifest = {"built": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                "releases": args.release, "parts": parts,
+                "releases": args.release, "flashinfer": flashinfer_note, "parts": parts,
                 "files": {p.relative_to(payload).as_posix(): {"bytes": p.stat().st_size,
                                                               "sha256": sha256(p)} for p in files}}
     (payload / "MANIFEST.json").write_text(json.dumps(manifest, indent=1) + "\n")
@@ -300,7 +405,8 @@ def assemble(args) -> int:
 
 def add_optional(wheels: WheelCache, payload: Path, parts: dict, lines: list,
                  limit_mib: float) -> None:
-    room = limit_mib * 2**20 - sum(parts.values()) - 64 * 1024 - tree_bytes()
+    counted = sum(v for k, v in parts.items() if not k.startswith("  "))
+    room = limit_mib * 2**20 - counted - 64 * 1024 - tree_bytes()
     for req, check in OPTIONAL:
         wheel = wheels.fetch([req])[req]
         if wheel.stat().st_size > room:
@@ -324,7 +430,7 @@ def report(payload: Path, script: Path, parts: dict, limit_mib: float) -> int:
     print(f"  {mib(carried)}  TOTAL carried (limit {CARRY_MIB} MiB)")
     if total > limit_mib * 2**20 or carried > CARRY_MIB * 2**20:
         print(f"\nERROR: the bundle is over {limit_mib:g} MiB (or the carry over {CARRY_MIB} "
-              "MiB). Build it for one release at a time (--release 0.20.0, then --release 0.21.0).",
+              "MiB). Build it for fewer releases (--release picks the subset a run needs).",
               file=sys.stderr)
         return 2
     rel = os.path.relpath(payload.parent, REPO)
@@ -335,6 +441,7 @@ def report(payload: Path, script: Path, parts: dict, limit_mib: float) -> int:
 
 
 def main(argv=None) -> int:
+    global PY
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--release", action="append", required=True,
@@ -342,11 +449,26 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / ".gpu-bundle")
     parser.add_argument("--fixed-runner", action="append", default=[], metavar="VERSION=PATH",
                         help="ship this gpu_model_runner.py for case (b) instead of running fix")
+    parser.add_argument("--fixed-runner-v2", action="append", default=[], metavar="VERSION=PATH",
+                        help="ship this v2 vllm/v1/worker/gpu/model_runner.py (a fixed warmup)")
+    parser.add_argument("--release-cache", type=Path, metavar="DIR",
+                        help="warmlint's release cache to fetch into / reuse (default: the "
+                             "bundle's cache/; e.g. .cache/warmlint)")
+    parser.add_argument("--python-version", default=PY,
+                        help=f"wheels for this Python (default {PY}, the GPU machine's; another "
+                             "one only to rehearse the run elsewhere, with its own --out)")
+    parser.add_argument("--release-format", choices=("tar.xz", "zip"), default="tar.xz",
+                        help="how releases travel (tar.xz: about half the size of zip)")
+    parser.add_argument("--flashinfer", metavar="VERSION",
+                        help="flashinfer-python version (default: the newest release's pin)")
+    parser.add_argument("--tvm-ffi", metavar="VERSION",
+                        help="apache-tvm-ffi version (default: the newest release's pin)")
     parser.add_argument("--limit-mib", type=float, default=LIMIT_MIB,
                         help=f"largest payload allowed (default {LIMIT_MIB})")
     parser.add_argument("--no-fix", dest="fix", action="store_false",
                         help="do not run `warmlint fix` on the releases to make case (b)'s file")
     args = parser.parse_args(argv)
+    PY = args.python_version
     sys.path.insert(0, str(REPO))
     return assemble(args)
 

@@ -7,6 +7,18 @@ real warmup, then a matrix of request kinds and batch sizes, each in a fresh pro
 each row: the finding that predicts it, from warmlint's own analysis of the same tree
 under the same config, or "unexplained" when a compile happened that no finding
 predicted, or "predicted, not observed" when a finding said cold and the GPU disagreed.
+
+Either model runner: v1 (``vllm/v1/worker/gpu_model_runner.py``) or v2
+(``vllm/v1/worker/gpu/``, ``warmlint.runtime.harness_v2``); ``runner="auto"`` takes v2 where
+the tree has only that runner or the config sets ``VLLM_USE_V2_MODEL_RUNNER=1``. Only the
+findings of the runner under test count (a finding's ``extra.runner``). Where the runner's
+request kinds have no path facts in the analysis' terms yet (v2), a cell's prediction is
+the sink mapping alone: a cold cell is explained when a finding of that runner names a
+kernel that compiled in it, and no "predicted, not observed" can be claimed.
+
+Each row also carries the start-up cost of the warmup under test, as each case measured
+it (wall time, peak GPU memory above what was allocated before it); the report
+summarizes it, and ``render_compare`` puts an original and a fixed warmup side by side.
 """
 
 from __future__ import annotations
@@ -14,14 +26,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from warmlint import sinks
+from warmlint.runtime.requests import MATRIX, detect_runner, parse_kind
 
 KINDS = ("seeded", "unseeded", "greedy", "mixed", "topk_only", "topp_only", "no_filter",
          "logprobs", "token_logprobs")
@@ -43,6 +60,22 @@ KIND_FACTS = {
     "logprobs": {**_RANDOM, _M + "max_num_logprobs": "set"},
     "token_logprobs": {**_RANDOM, _M + "logprob_token_ids": "set"},
 }
+# Per runner: the facts table its request kinds have in the analysis' terms (None: none
+# yet, so predictions come from the sink mapping alone), and the module of its
+# GPUModelRunner (``extra.runner`` of the findings that belong to it).
+RUNNER_FACTS = {"v1": KIND_FACTS, "v2": None}
+RUNNER_MODULES = {"v1": "vllm.v1.worker.gpu_model_runner.",
+                  "v2": "vllm.v1.worker.gpu.model_runner."}
+RUNNER_FILES = {"v1": "vllm/v1/worker/gpu_model_runner.py",
+                "v2": "vllm/v1/worker/gpu/model_runner.py"}
+# A case started before the deadline may run this long past it (a cold v2 case takes a
+# minute or two); WARMLINT_CASE_GRACE_S tightens it under a hard time limit.
+CASE_GRACE_S = 180
+
+
+def facts_of(kind: str) -> dict:
+    """The v1 facts of a request kind, its count and speculation aside."""
+    return KIND_FACTS[parse_kind(kind, "v1").base]
 
 
 def config_holds(text: str, config: dict) -> bool:
@@ -51,7 +84,8 @@ def config_holds(text: str, config: dict) -> bool:
     if match:
         return bool(int(config.get(match.group(1), "0"))) == (match.group(2) == "1")
     if text in ("speculative_config", "not speculative_config"):
-        return text.startswith("not")  # the stand-in runner has no speculative decoding
+        on = bool(config.get("speculative"))  # the cell's deployment has a drafter
+        return on != text.startswith("not")
     match = re.fullmatch(r"\S*logprobs_mode (not in|in|==|!=) (.+)", text)
     if match:
         op, rhs = match.groups()
@@ -69,7 +103,7 @@ ROUTING = {_M + n for n in ("generators", "top_k", "top_p", "all_greedy", "max_n
 
 
 def _path_matches(path: dict, kind: str, batch: int) -> bool:
-    facts = KIND_FACTS[kind]
+    facts = facts_of(kind)
     if batch < path.get("batch size >=", 0):
         return False
     return all(facts[key] == value for key, value in path.items() if key in ROUTING)
@@ -83,7 +117,7 @@ def predicts(finding: dict, kind: str, batch: int, config: dict) -> bool:
     if not any(_path_matches(p, kind, batch) for p in extra.get("paths") or [{}]):
         return False
     if finding["rule"] == "WL001":
-        facts = KIND_FACTS[kind]
+        facts = facts_of(kind)
         return all(facts.get(inputs[0]) == ("set" if positive else "unset")
                    for inputs, positive in extra.get("literals", []) if len(inputs) == 1)
     if finding["rule"] == "WL004" and "batch size" in finding.get("inputs", []):
@@ -93,8 +127,10 @@ def predicts(finding: dict, kind: str, batch: int, config: dict) -> bool:
     return finding["rule"] == "WL004"  # a flag: the matching path fixes the missing value
 
 
-def static_findings(release_dir: Path, warmup: str, config: dict) -> list:
-    """warmlint's findings for the tree the GPU case will run, under the case's config."""
+def static_findings(release_dir: Path, warmup: str, config: dict,
+                    runner: str = "v1") -> list:
+    """warmlint's findings for the tree the GPU case will run, under the case's config
+    (``config["speculative"]``: a deployment with a drafter), of that runner only."""
     from warmlint.check import analyze_tree
     from warmlint.settings import Settings
 
@@ -102,20 +138,28 @@ def static_findings(release_dir: Path, warmup: str, config: dict) -> list:
     settings.assume.update({"VLLM_USE_FLASHINFER_SAMPLER": bool(int(
         config.get("VLLM_USE_FLASHINFER_SAMPLER", "0"))), "speculative_config": None,
         "logprobs_mode": config.get("logprobs_mode", "raw_logprobs")})
+    if config.get("speculative"):
+        settings.assume.pop("speculative_config")  # findings say which config they need
     with tempfile.TemporaryDirectory(prefix="warmlint-verify-") as tmp:
-        root = _tree_for(release_dir, warmup, Path(tmp), settings)
+        root = _tree_for(release_dir, warmup, Path(tmp), settings, runner)
         report = analyze_tree(root, settings, None)
-        return [f.to_json() for f in report.findings]
+        return [f for f in (f.to_json() for f in report.findings) if of_runner(f, runner)]
 
 
-def _tree_for(release_dir: Path, warmup: str, tmp: Path, settings) -> Path:
-    runner = "vllm/v1/worker/gpu_model_runner.py"
+def of_runner(finding: dict, runner: str) -> bool:
+    """A finding found from that runner's warmup (or one that does not say)."""
+    owner = finding.get("extra", {}).get("runner")
+    return not owner or owner.startswith(RUNNER_MODULES[runner])
+
+
+def _tree_for(release_dir: Path, warmup: str, tmp: Path, settings, runner: str = "v1") -> Path:
+    runner_file = RUNNER_FILES[runner]
     if warmup == "original":
         return release_dir
     root = tmp / "tree"
     shutil.copytree(release_dir / "vllm", root / "vllm")
     if warmup.startswith("file:"):
-        shutil.copy(warmup[5:], root / runner)
+        shutil.copy(warmup[5:], root / runner_file)
     elif warmup == "plugin":
         from warmlint.codemod.run import compute_fixes
 
@@ -124,15 +168,36 @@ def _tree_for(release_dir: Path, warmup: str, tmp: Path, settings) -> Path:
     return root
 
 
-def run_case(release_dir: Path, warmup: str, config: dict, kind: str, batch: int,
-             out_dir: Path, python: str = sys.executable) -> dict:
-    out = out_dir / f"{kind}-{batch}.json"
+def case_command(release_dir: Path, warmup: str, config: dict, kind: str, batch: int,
+                 out: Path, runner: str = "v1", python: str = sys.executable) -> list:
+    """The ``warmlint.runtime.case`` command line of one cell (upper-case config = env)."""
     cmd = [python, "-m", "warmlint.runtime.case", "--release-dir", str(release_dir),
            "--warmup", warmup, "--kind", kind, "--batch", str(batch), "--json", str(out),
-           "--logprobs-mode", config.get("logprobs_mode", "raw_logprobs")]
+           "--logprobs-mode", config.get("logprobs_mode", "raw_logprobs"), "--runner", runner]
+    if parse_kind(kind, runner).speculative:
+        cmd.append("--speculative")
     cmd += [arg for name, value in config.items() if name.isupper()
             for arg in ("--env", f"{name}={value}")]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    # As in tests/gpu: "--device cpu --vocab 4096 --hidden 64" dry-runs the machinery on a
+    # machine without CUDA (its verdicts then mean nothing).
+    return cmd + shlex.split(os.environ.get("WARMLINT_CASE_ARGS", ""))
+
+
+def run_case(release_dir: Path, warmup: str, config: dict, kind: str, batch: int,
+             out_dir: Path, python: str = sys.executable, runner: str = "v1",
+             deadline: float | None = None) -> dict:
+    """One cell in a fresh process; ``deadline`` (epoch s): none starts after it, and one
+    still running ``CASE_GRACE_S`` after it is stopped."""
+    if deadline is not None and time.time() > deadline:
+        return {"status": "skipped", "reason": "not started: the run's deadline had passed"}
+    out = out_dir / f"{kind.replace(':', '_')}-{batch}.json"
+    cmd = case_command(release_dir, warmup, config, kind, batch, out, runner, python)
+    grace = float(os.environ.get("WARMLINT_CASE_GRACE_S", CASE_GRACE_S))
+    timeout = 900 if deadline is None else max(10.0, deadline + grace - time.time())
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"status": "error", "error": f"timed out after {timeout:.0f} s (deadline)"}
     try:
         return json.loads(out.read_text())
     except (OSError, ValueError):
@@ -152,19 +217,98 @@ def with_defaults(release_dir: Path, config: dict, names=("VLLM_USE_FLASHINFER_S
     return out
 
 
-def verify(release_dir: Path, warmup: str, config: dict, kinds=KINDS, batches=BATCHES,
-           jobs: int = 4, out_dir: Path | None = None) -> dict:
+def matrix(runner: str) -> tuple[tuple, tuple]:
+    """(kinds, batches) of the default matrix for a runner."""
+    return MATRIX[runner]["kinds"], MATRIX[runner]["batches"]
+
+
+def verify(release_dir: Path, warmup: str, config: dict, kinds=None, batches=None,
+           jobs: int = 4, out_dir: Path | None = None, *, runner: str = "auto",
+           deadline: float | None = None, progress=None) -> dict:
+    """Run the matrix; ``progress(report)`` gets the partial report after each cell.
+
+    Cells run batch by batch in the order given (so a deadline drops the last batches'
+    cells, not whole request kinds); rows come back kind by kind.
+    """
     config = with_defaults(release_dir, config)  # unset means the release's default
-    findings = static_findings(release_dir, warmup, config)
+    if runner == "auto":
+        runner = detect_runner(release_dir, config)
+    default_kinds, default_batches = matrix(runner)
+    kinds = [parse_kind(k, runner).text for k in (kinds or default_kinds)]
+    batches = list(batches or default_batches)
+    findings = {}  # by deployment: with or without a drafter
+
+    def findings_for(kind: str) -> tuple[list, dict]:
+        spec = parse_kind(kind, runner).speculative
+        cell_config = {**config, "speculative": "1"} if spec else config
+        if spec not in findings:
+            findings[spec] = static_findings(release_dir, warmup, cell_config, runner)
+        return findings[spec], cell_config
+
+    for kind in kinds:
+        findings_for(kind)
     out_dir = out_dir or Path(tempfile.mkdtemp(prefix="warmlint-verify-cases-"))
-    cells = [(k, b) for k in kinds for b in batches]
+    out_dir.mkdir(parents=True, exist_ok=True)
+    order = [(k, b) for b in batches for k in kinds]
+    done: dict = {}
+    lock = threading.Lock()
+    report = {"release": release_dir.name, "runner": runner, "warmup": warmup,
+              "config": config, "cells": len(order), "prediction": (
+                  "paths" if RUNNER_FACTS[runner] is not None else "sinks"),
+              "findings": sorted({_label(f) for fs in findings.values() for f in fs})}
+
+    def rows() -> list:
+        out = []
+        for kind in kinds:
+            for batch in batches:
+                if (kind, batch) in done:
+                    fs, cell_config = findings_for(kind)
+                    out.append(_row(kind, batch, done[kind, batch], fs, cell_config, runner))
+        return out
+
+    def one(cell):
+        kind, batch = cell
+        fs, cell_config = findings_for(kind)
+        result = run_case(release_dir, warmup, cell_config, kind, batch, out_dir,
+                          runner=runner, deadline=deadline)
+        with lock:
+            done[cell] = result
+            if progress is not None:
+                progress({**report, "rows": rows(), "startup": startup_cost(done.values())})
+        return result
+
     with ThreadPoolExecutor(max_workers=jobs) as pool:
-        results = list(pool.map(lambda c: run_case(release_dir, warmup, config, c[0], c[1],
-                                                   out_dir), cells))
-    rows = [_row(kind, batch, result, findings, config)
-            for (kind, batch), result in zip(cells, results)]
-    return {"release": release_dir.name, "warmup": warmup, "config": config, "rows": rows,
-            "findings": [_label(f) for f in findings]}
+        list(pool.map(one, order))
+    return {**report, "rows": rows(), "startup": startup_cost(done.values())}
+
+
+def startup_cost(results) -> dict:
+    """The warmup under test, as the cases measured it: wall time (median, min, max over
+    cases: they ran side by side, so the spread is noise from neighbours) and peak GPU
+    memory above the memory allocated before it (the same in every case)."""
+    results = list(results)
+    warm = [r["warmup"] for r in results if r.get("status") == "ok" and r.get("warmup")]
+    if not warm:
+        return {"cases": 0}
+    # which sampling path the sampler was built for (v1: forward_cuda = FlashInfer bound;
+    # v2: "flashinfer"), so a table says whether the FlashInfer dispatch was under test
+    samplers = sorted({str(r.get("sampler_forward")) for r in results if r.get("status") == "ok"})
+    seconds = [w["seconds"] for w in warm]
+    extra = [w.get("memory_extra_bytes", 0) for w in warm]
+    out = {"cases": len(warm), "seconds_median": round(statistics.median(seconds), 3),
+           "seconds_min": round(min(seconds), 3), "seconds_max": round(max(seconds), 3),
+           "peak_extra_mb": round(max(extra) / 1e6, 1),
+           "peak_extra_mb_min": round(min(extra) / 1e6, 1),
+           "events_median": statistics.median(w["events"]["total"] for w in warm),
+           "sampler": samplers}
+    parts = {}
+    for w in warm:
+        for name, part in (w.get("parts") or {}).items():
+            parts.setdefault(name, []).append(part["seconds"])
+    if parts:
+        out["parts_seconds_median"] = {n: round(statistics.median(v), 3)
+                                       for n, v in parts.items()}
+    return out
 
 
 def _label(f: dict) -> str:
@@ -172,8 +316,11 @@ def _label(f: dict) -> str:
     return f"{f['rule']} {f['path'].rsplit('/', 1)[-1]}:{f['line']} {what}"
 
 
-def _row(kind: str, batch: int, result: dict, findings: list, config: dict) -> dict:
-    predicted = [_label(f) for f in findings if predicts(f, kind, batch, config)]
+def _row(kind: str, batch: int, result: dict, findings: list, config: dict,
+         runner: str = "v1") -> dict:
+    by_paths = RUNNER_FACTS.get(runner) is not None
+    predicted = ([_label(f) for f in findings if predicts(f, kind, batch, config)]
+                 if by_paths else [])
     row = {"kind": kind, "batch": batch, "status": result.get("status"),
            "predicted": predicted}
     if result.get("status") != "ok":
@@ -186,6 +333,10 @@ def _row(kind: str, batch: int, result: dict, findings: list, config: dict) -> d
                dynamo=events.get("dynamo", 0), flashinfer=events.get("flashinfer", 0),
                first_ms=round(request["first_s"] * 1000, 1),
                steady_ms=round((request["second_s"] or 0) * 1000, 1))
+    warmup = result.get("warmup") or {}
+    if "seconds" in warmup:
+        row.update(warmup_s=warmup["seconds"],
+                   warmup_peak_mb=round(warmup.get("memory_extra_bytes", 0) / 1e6, 1))
     cold = events["total"] > 0
     if cold and not predicted:  # the compiled kernel is a sink some finding names
         row["explained_by"] = [_label(f) for f in findings if _compiled_sink(f, events, config)]
@@ -208,20 +359,100 @@ def _compiled_sink(finding: dict, events: dict, config: dict) -> bool:
     return False
 
 
+def _compiled(r: dict) -> str:
+    """What compiled in a cold cell: Triton kernel names, Dynamo frames, FlashInfer builds."""
+    parts = list(dict.fromkeys(r.get("kernels") or []))
+    if r.get("dynamo"):
+        parts.append(f"{r['dynamo']} Dynamo")
+    if r.get("flashinfer"):
+        parts.append(f"{r['flashinfer']} FlashInfer build")
+    return ", ".join(parts)
+
+
+def _startup_line(report: dict) -> str:
+    s = report.get("startup") or {}
+    if not s.get("cases"):
+        return "start-up (warmup under test): not measured (no case ran)"
+    line = (f"start-up (warmup under test): {s['seconds_median']} s median "
+            f"({s['seconds_min']}-{s['seconds_max']} s over {s['cases']} cases run side by "
+            f"side), peak GPU memory +{s['peak_extra_mb']} MB, {s['events_median']:g} JIT events")
+    if s.get("parts_seconds_median"):
+        line += "; " + ", ".join(f"{n} {v} s" for n, v in s["parts_seconds_median"].items())
+    if s.get("sampler"):
+        line += f"; sampler: {', '.join(s['sampler'])}"
+    return line
+
+
+def summary_counts(report: dict) -> dict:
+    counts: dict = {}
+    for r in report["rows"]:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    return counts
+
+
 def render_text(report: dict) -> str:
-    head = (f"vLLM {report['release']}, warmup: {report['warmup']}, config: "
-            f"{', '.join(f'{k}={v}' for k, v in report['config'].items()) or 'default'}\n")
-    lines = [head, f"{'request':<16}{'batch':>6}{'events':>8}{'first ms':>11}{'steady ms':>11}"
-             f"  verdict / prediction"]
+    head = (f"vLLM {report['release']}, runner {report.get('runner', 'v1')}, warmup: "
+            f"{report['warmup']}, config: "
+            f"{', '.join(f'{k}={v}' for k, v in report['config'].items()) or 'default'}")
+    lines = [head, _startup_line(report)]
+    if report.get("prediction") == "sinks":
+        lines.append("predictions: by sink only (no path facts for this runner's requests "
+                     "yet): a cold cell is explained when a finding names what compiled")
+    lines += ["", f"{'request':<18}{'batch':>6}{'events':>8}{'first ms':>11}{'steady ms':>11}"
+              f"  verdict / prediction"]
     for r in report["rows"]:
         if r["verdict"] in ("error", "skipped"):
-            lines.append(f"{r['kind']:<16}{r['batch']:>6}{'-':>8}{'-':>11}{'-':>11}  "
-                         f"{r['verdict']}: {r.get('error', '')[:60]}")
+            lines.append(f"{r['kind']:<18}{r['batch']:>6}{'-':>8}{'-':>11}{'-':>11}  "
+                         f"{r['verdict']}: {r.get('error', '')[-80:].strip()}")
             continue
         why = "; ".join(r["predicted"] or r.get("explained_by", []))
-        lines.append(f"{r['kind']:<16}{r['batch']:>6}{r['events']:>8}{r['first_ms']:>11}"
-                     f"{r['steady_ms']:>11}  {r['verdict']}{': ' + why if why else ''}")
+        what = f" [{_compiled(r)}]" if r["events"] else ""
+        lines.append(f"{r['kind']:<18}{r['batch']:>6}{r['events']:>8}{r['first_ms']:>11}"
+                     f"{r['steady_ms']:>11}  {r['verdict']}{what}{': ' + why if why else ''}")
+    counts = summary_counts(report)
+    lines.append(f"\n{len(report['rows'])} of {report.get('cells', len(report['rows']))} "
+                 "cells: " + ", ".join(f"{n} {v}" for v, n in sorted(counts.items())))
     return "\n".join(lines) + "\n"
+
+
+def render_compare(reports: list) -> str:
+    """Warmups side by side (e.g. original vs fixed) over the cells they share: start-up
+    cost, then per cell the first-step events and time under each warmup."""
+    if not reports:
+        return ""
+    names = [f"{r['warmup'] if len(r['warmup']) < 28 else '...' + r['warmup'][-25:]}"
+             for r in reports]
+    lines = [f"vLLM {reports[0]['release']}, runner {reports[0].get('runner', 'v1')}: "
+             + " vs ".join(names), ""]
+    for name, report in zip(names, reports):
+        s = report.get("startup") or {}
+        cost = (f"{s['seconds_median']} s, +{s['peak_extra_mb']} MB peak"
+                if s.get("cases") else "not measured")
+        lines.append(f"  start-up {name}: {cost}")
+    lines.append("")
+    cells = {}
+    for i, report in enumerate(reports):
+        for r in report["rows"]:
+            cells.setdefault((r["kind"], r["batch"]), [None] * len(reports))[i] = r
+    lines.append(f"{'request':<18}{'batch':>6}  " + "  |  ".join(
+        f"{n[:28]:<28}" for n in names))
+
+    def cell(r) -> str:
+        if r is None:
+            return "not run"
+        if r["verdict"] in ("error", "skipped"):
+            return r["verdict"]
+        return (f"{r['events']} ev {r['first_ms']:>9} ms {'cold' if r['events'] else 'warm'}")
+
+    for (kind, batch), rs in cells.items():
+        lines.append(f"{kind:<18}{batch:>6}  " + "  |  ".join(f"{cell(r):<28}" for r in rs))
+    return "\n".join(lines) + "\n"
+
+
+def cpu_dry_run() -> bool:
+    """WARMLINT_CASE_ARGS asks the cases to run on the CPU (a rehearsal without a GPU)."""
+    args = shlex.split(os.environ.get("WARMLINT_CASE_ARGS", ""))
+    return "--device=cpu" in args or ("--device", "cpu") in zip(args, args[1:])
 
 
 def cuda_available(python: str = sys.executable) -> bool:

@@ -44,7 +44,7 @@ _NODE_CASE: dict = {}
 def pytest_configure(config):
     config.addinivalue_line(
         "markers", "gpu_case(id, release, kind, batch=256, warmup='original', env=None, "
-        "prediction='', speculative=False): one warmup + request run by "
+        "prediction='', speculative=False, runner='auto'): one warmup + request run by "
         "warmlint.runtime.case in a fresh process")
 
 
@@ -61,13 +61,15 @@ def cuda_skip_reason() -> str | None:
     return None
 
 
-def fixed_runner_var(release: str) -> str:
-    return "WARMLINT_FIXED_RUNNER_" + release.replace(".", "_")
+def fixed_runner_var(release: str, runner: str = "auto") -> str:
+    """WARMLINT_FIXED_RUNNER_0_20_0 (v1) or WARMLINT_FIXED_RUNNER_V2_0_26_0 (v2)."""
+    return ("WARMLINT_FIXED_RUNNER_V2_" if runner == "v2" else "WARMLINT_FIXED_RUNNER_") + \
+        release.replace(".", "_")
 
 
 def case_spec(marker) -> dict:
     spec = {"batch": 256, "warmup": "original", "env": {}, "prediction": "", "speculative": False,
-            **marker.kwargs}
+            "runner": "auto", **marker.kwargs}
     spec["env"] = dict(spec["env"] or {})
     return spec
 
@@ -81,7 +83,7 @@ def case_skip_reason(spec: dict) -> str | None:
         return (f"vLLM {spec['release']} is not unpacked under {RELEASES} "
                 "(tools/run_gpu_tests.sh does it)")
     if spec["warmup"] == "fixed":
-        var = fixed_runner_var(spec["release"])
+        var = fixed_runner_var(spec["release"], spec["runner"])
         path = os.environ.get(var)
         if not path:
             return f"{var} is not set: give it the gpu_model_runner.py that `warmlint fix` wrote"
@@ -101,11 +103,11 @@ def _command(spec: dict, out: Path) -> list:
     """The case's command line; its fresh compile caches go next to its JSON."""
     warmup = spec["warmup"]
     if warmup == "fixed":
-        warmup = "file:" + os.environ[fixed_runner_var(spec["release"])]
+        warmup = "file:" + os.environ[fixed_runner_var(spec["release"], spec["runner"])]
     cmd = [sys.executable, "-m", "warmlint.runtime.case", "--release-dir",
            str(RELEASES / spec["release"]), "--warmup", warmup, "--kind", spec["kind"],
            "--batch", str(spec["batch"]), "--json", str(out),
-           "--cache-root", str(out.with_suffix(".caches"))]
+           "--cache-root", str(out.with_suffix(".caches")), "--runner", spec["runner"]]
     for name, value in spec["env"].items():
         cmd += ["--env", f"{name}={value}"]
     if spec["speculative"]:

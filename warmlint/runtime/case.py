@@ -2,7 +2,12 @@
 
     python -m warmlint.runtime.case --release-dir /tmp/releases/0.20.0 \\
         --warmup original|file:PATH|plugin|none --env VLLM_USE_FLASHINFER_SAMPLER=1 \\
-        --kind seeded --batch 256 --json OUT.json
+        --kind seeded --batch 256 --json OUT.json [--runner auto|v1|v2]
+
+``--runner v2`` runs the model runner v2 (``vllm/v1/worker/gpu/``, ``harness_v2``);
+``auto`` (the default) picks v2 where the tree has only that runner or the config sets
+``VLLM_USE_V2_MODEL_RUNNER=1``. The JSON's ``warmup`` holds the start-up cost of the warmup
+under test: its wall time and its peak GPU memory above what was allocated before it.
 
 A fresh process (with fresh Triton/Inductor caches) is the only honest start: Triton's and
 Dynamo's in-process caches cannot be emptied. The JSON is written whatever happens, with
@@ -36,6 +41,12 @@ def _args(argv):
                         help="request kind (harness.KINDS; harness.SPEC_KINDS with --speculative)")
     parser.add_argument("--speculative", action="store_true",
                         help="a deployment with a drafter: the runner has a rejection sampler")
+    parser.add_argument("--runner", default="auto", choices=("auto", "v1", "v2"),
+                        help="which model runner's warmup and sampler (default: from the tree)")
+    parser.add_argument("--no-warmup-kernels", dest="warmup_kernels", action="store_false",
+                        help="v2: run _dummy_sampler_run alone, not warmup_kernels' sampler steps")
+    parser.add_argument("--max-model-len", type=int, default=2048,
+                        help="v2: RequestState's max_model_len (its token buffer's row length)")
     parser.add_argument("--batch", type=int, default=256, help="request batch size")
     parser.add_argument("--warmup-batch", type=int, default=256, help="max_num_seqs at start-up")
     parser.add_argument("--steps", type=int, default=2)
@@ -128,6 +139,8 @@ def run(args, result: dict) -> None:
         return
     result["versions"] = _versions()
     result["vllm_package"] = _check_vllm(args.release_dir)
+    if result["runner"] == "v2":
+        return run_v2(args, result)
     function, info = harness.load_warmup(args.release_dir, args.warmup)
     result["warmup_source"] = info
     runner = harness.build_runner(logprobs_mode=args.logprobs_mode, vocab=args.vocab,
@@ -142,6 +155,10 @@ def run(args, result: dict) -> None:
         runner.bind(function)
         result["warmup"] = harness.run_warmup(runner, args.warmup_batch)
     steps = harness.run_steps(runner, args.kind, args.batch, steps=args.steps)
+    _finish(args, result, steps)
+
+
+def _finish(args, result: dict, steps: list) -> None:
     result["steps"] = [{"seconds": round(s, 4), "events": ev.as_dict()} for ev, s in steps]
     first, rest = steps[0], steps[1:]
     result["request"] = {
@@ -152,11 +169,37 @@ def run(args, result: dict) -> None:
     result["status"] = "ok"
 
 
+def run_v2(args, result: dict) -> None:
+    """The model runner v2: its Sampler, its warmup(s), one request batch (harness_v2)."""
+    from warmlint.runtime import harness_v2
+
+    if args.speculative:
+        raise ValueError("--speculative is a v1 deployment here (its RejectionSampler); the "
+                         "v2 harness has no speculator")
+    function, info = harness_v2.load_warmup(args.release_dir, args.warmup)
+    result["warmup_source"] = info
+    runner, built = harness_v2.build_runner(
+        logprobs_mode=args.logprobs_mode, vocab=args.vocab, hidden=args.hidden,
+        device=args.device, dtype=args.dtype, max_num_seqs=args.warmup_batch,
+        max_model_len=args.max_model_len)
+    result["runner_build"] = built
+    from vllm.platforms import current_platform
+
+    result["platform"] = type(current_platform).__name__
+    result["sampler_forward"] = "flashinfer" if built["use_flashinfer"] else "triton/pytorch"
+    if function is not None:
+        runner.bind(function)
+        result["warmup"] = harness_v2.run_warmup(runner, args.warmup_batch,
+                                                 kernels=args.warmup_kernels)
+    steps = harness_v2.run_steps(runner, args.kind, args.batch, steps=args.steps)
+    _finish(args, result, steps)
+
+
 def main(argv=None) -> int:
     args = _args(argv)
     result = {"argv": sys.argv[1:] if argv is None else list(argv), "status": "error",
               "release": args.release_dir.name, "warmup_mode": args.warmup,
-              "kind": args.kind, "batch": args.batch, "env": {}}
+              "kind": args.kind, "batch": args.batch, "env": {}, "runner": args.runner}
     began = time.time()
     try:
         for item in args.env:
@@ -167,6 +210,11 @@ def main(argv=None) -> int:
             result["env"][name] = value
         if not (args.release_dir / "vllm" / "__init__.py").is_file():
             raise FileNotFoundError(f"no vllm/ package under {args.release_dir}")
+        from warmlint.runtime.requests import detect_runner, parse_kind
+
+        if args.runner == "auto":
+            result["runner"] = detect_runner(args.release_dir, result["env"])
+        parse_kind(args.kind, result["runner"])  # an unknown kind fails before any import
         root = args.cache_root or Path(tempfile.mkdtemp(prefix="warmlint-case-"))
         result["compile_caches"] = fresh_compile_caches(root)
         from warmlint.runtime.harness import ensure_c_stubs
@@ -184,9 +232,13 @@ def main(argv=None) -> int:
         result["wall_s"] = round(time.time() - began, 2)
         _write(args.json, result)
         req = result.get("request", {}).get("events", {})
-        print(f"warmlint case {result['release']} {args.warmup} {args.kind}@{args.batch}: "
-              f"{result['status']} first-step events={req.get('total')} "
-              f"kernels={req.get('triton_kernels')} dynamo={req.get('dynamo')}", flush=True)
+        warm = result.get("warmup") or {}
+        cost = (f" warmup={warm['seconds']}s +{warm['memory_extra_bytes'] / 1e6:.1f}MB"
+                if "seconds" in warm else "")
+        print(f"warmlint case {result['release']} {result['runner']} {args.warmup} "
+              f"{args.kind}@{args.batch}: {result['status']} first-step "
+              f"events={req.get('total')} kernels={req.get('triton_kernels')} "
+              f"dynamo={req.get('dynamo')}{cost}", flush=True)
     return 0 if result["status"] in ("ok", "skipped") else 1
 
 

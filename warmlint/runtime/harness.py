@@ -18,6 +18,7 @@ import inspect
 import types
 from pathlib import Path
 
+from warmlint.runtime.requests import BASE_KINDS, SPEC_KINDS, parse_kind, token_ids
 from warmlint.runtime.methods import (  # re-exported for callers and tests
     Method, Unavailable, compile_method, free_names, import_bindings, method_from_text,
     read_method, resolve)
@@ -209,12 +210,8 @@ def _sync(device) -> None:
 
 # --- requests --------------------------------------------------------------------------
 
-KINDS = ("seeded", "unseeded", "greedy", "mixed", "topk_only", "topp_only", "no_filter",
-         "logprobs", "token_logprobs")
+KINDS = BASE_KINDS  # a kind may carry a count: "logprobs:20" (warmlint.runtime.requests)
 BATCHES = (1, 37, 256)
-# Requests verified by the rejection sampler (a runner with speculation enabled), each with
-# one draft token per request; the value is the request kind its sampling metadata has.
-SPEC_KINDS = {"spec_random": "unseeded", "spec_greedy": "greedy", "spec_logprobs": "logprobs"}
 
 
 def make_metadata(kind: str, batch: int, device, seed: int = 0):
@@ -223,13 +220,18 @@ def make_metadata(kind: str, batch: int, device, seed: int = 0):
     Dtypes follow InputBatch (top_k int32, temperature/top_p float32); fields a release
     lacks are left out, so it works across releases. ``seeded`` gives request 0 its own
     generator (``generators`` non-empty), which is what reroutes FlashInfer sampling.
+    ``logprobs:N`` asks every request for N logprobs, ``token_logprobs:N`` request 0 for N
+    token ids (``requests.token_ids``); without a count, 5 and 3 as the first GPU runs.
     """
     import torch
     from vllm.v1.sample.logits_processor import LogitsProcessors
     from vllm.v1.sample.metadata import SamplingMetadata
 
-    if kind not in KINDS:
-        raise ValueError(f"unknown request kind {kind!r}; one of {', '.join(KINDS)}")
+    parsed = parse_kind(kind, "v1")
+    if parsed.speculative:
+        raise ValueError(f"{kind!r} is a rejection-sampler request; make_metadata takes "
+                         f"its plain kind {parsed.base!r}")
+    kind = parsed.base
 
     def full(value, dtype):
         return torch.full((batch,), value, dtype=dtype, device=device)
@@ -251,9 +253,9 @@ def make_metadata(kind: str, batch: int, device, seed: int = 0):
         top_k = None if kind != "topk_only" else top_k
         top_p = None if kind != "topp_only" else top_p
     elif kind == "logprobs":
-        values["max_num_logprobs"] = 5
+        values["max_num_logprobs"] = parsed.n
     elif kind == "token_logprobs":
-        values["logprob_token_ids"] = {0: [11, 22, 33]}
+        values["logprob_token_ids"] = {0: token_ids(parsed.n)}
     zeros = full(0.0, torch.float32)
     values.update(
         temperature=temperature, top_k=top_k, top_p=top_p, no_penalties=True,
@@ -283,11 +285,13 @@ def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
     from warmlint.runtime.jitcount import JitEvents
 
     out = []
+    parsed = parse_kind(kind, "v1")
     with torch.inference_mode():
-        metadata = make_metadata(SPEC_KINDS.get(kind, kind), batch, runner.device, seed)
+        plain = parsed.base if parsed.count is None else f"{parsed.base}:{parsed.count}"
+        metadata = make_metadata(plain, batch, runner.device, seed)
         rows, call = batch, lambda logits: runner.sampler(logits=logits,
                                                           sampling_metadata=metadata)
-        if kind in SPEC_KINDS:
+        if parsed.speculative:
             if runner.rejection_sampler is None:
                 raise ValueError(f"{kind} needs a runner with speculation enabled")
             from vllm.v1.spec_decode.metadata import SpecDecodeMetadata

@@ -177,14 +177,16 @@ def resolve(method: Method, extra: dict | None = None) -> tuple[dict, dict]:
     return namespace, unresolved
 
 
-def compile_method(method: Method, namespace: dict):
-    """The function object, compiled so tracebacks point at the method's own lines."""
+def compile_method(method: Method, namespace: dict, module: str = RUNNER_MODULE):
+    """The function object, compiled so tracebacks point at the method's own lines.
+
+    ``module`` is the ``__name__`` its globals carry (the runner module it came from)."""
     if method.filename.startswith("<"):
         lines = method.text.splitlines(keepends=True)
         linecache.cache[method.filename] = (len(method.text), None, lines, method.filename)
         code = compile(method.text, method.filename, "exec")
     else:  # keep the file's line numbers: compile the node, not the dedented text
         code = compile(ast.Module(body=[method.node], type_ignores=[]), method.filename, "exec")
-    scope = {"__builtins__": builtins, "__name__": RUNNER_MODULE, **namespace}
+    scope = {"__builtins__": builtins, "__name__": module, **namespace}
     exec(code, scope)
     return scope[method.node.name]
