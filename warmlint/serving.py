@@ -80,8 +80,7 @@ class ServingPass(PassPolicy):
         self.warm.config_test(interp, node, pred, context)
 
     def registered(self, interp, target, state) -> None:
-        if isinstance(target, Func):
-            self.warm.registry.add(target.ref.dotted)  # registration warms, wherever it runs
+        pass  # a registration while serving comes after start-up: it warms nothing
 
 
 def open_request(interp: Interp, value: Value) -> Value:

@@ -77,6 +77,10 @@ class Settings:
     external_sinks: dict = field(default_factory=lambda: {"flashinfer": "module"})
     config_sources: tuple[str, ...] = ("envs", "current_platform", "HAS_TRITON", "rocm_aiter_ops")
     registry_methods: tuple[str, ...] = ("register_warmup",)
+    # vLLM's JIT-warmup registry keeps a registration only while one is active: inside
+    # `with <registry>.activate():` or a method decorated with its capture decorator.
+    registry_contexts: tuple[str, ...] = ("activate",)
+    registry_capture_decorators: tuple[str, ...] = ("JitWarmupRegistry.capture",)
     assume: dict = field(default_factory=lambda: dict(DEFAULT_ASSUME))
     # Warmup batch: max_num_seqs is unknown statically but a multiple of 16 in practice.
     warmup_batch: Any = "multiple-of-16"

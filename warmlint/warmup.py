@@ -118,7 +118,9 @@ class WarmupPass(PassPolicy):
         return any(h.sink_id == sink_id and holds_within(cfg, h.cfg) for h in self.hits)
 
     def registered(self, interp, target, state) -> None:
-        if isinstance(target, Func):
+        """``kernel.register_warmup()``: kept only inside an active registry, as vLLM's
+        ``JitWarmupRegistry.register`` does (outside one it is dropped)."""
+        if isinstance(target, Func) and interp.registering:
             self.registry.add(target.ref.dotted)
 
     def entry(self, interp, callee, args, kwargs, node, state):
@@ -160,6 +162,7 @@ def run_warmups(interp: Interp, methods: list[WarmupMethod]) -> list:
         state = State({}, {WARMUP_BATCH.key: warmup_batch_fact(interp.settings.warmup_batch)})
         interp.stack = [Frame(parsed, method.ref.module, f"<warmup {method.ref.qualname}>")]
         try:
+            interp.run_registrations(root, {})
             interp.call_function(Func(method.ref, root), args, {}, state, parsed.node)
         except BudgetExceeded as exc:
             errors.append((method.path, method.line,

@@ -66,6 +66,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         self.module_expr_cache = memo.module_exprs
         self.errors: list[tuple[str, int, str]] = []
         self.read_keys: set = set()  # what the last branch condition read (shadows.py)
+        self.registering = 0  # inside an active JIT-warmup registry (registrations count)
         self.reuse = CallReuse()
 
     # -- helpers --------------------------------------------------------------------------
@@ -315,6 +316,19 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     stmt_TryStar = stmt_Try
 
     def stmt_With(self, stmt: cst.With, state: State) -> Flow:
+        if any(self.registry_context(item.item) for item in stmt.items):
+            self.registering += 1  # `with registry.activate():` keeps registrations
+            try:
+                return self._with(stmt, state)
+            finally:
+                self.registering -= 1
+        return self._with(stmt, state)
+
+    def registry_context(self, expr) -> bool:
+        return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+                and expr.func.attr.value in self.settings.registry_contexts)
+
+    def _with(self, stmt: cst.With, state: State) -> Flow:
         states = [state]
         for item in stmt.items:
             nxt = []

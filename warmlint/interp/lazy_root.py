@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import libcst as cst
 
+from warmlint import sinks
 from warmlint.interp import tables
 from warmlint.state import State
 from warmlint.values import Const, Obj, Sym, Unknown, Value, join, join_all
@@ -22,10 +23,11 @@ from warmlint.values import Const, Obj, Sym, Unknown, Value, join, join_all
 
 @dataclass
 class _Site:
-    stmt: cst.CSTNode  # the Assign / AnnAssign small statement
-    target: cst.BaseExpression
+    stmt: cst.CSTNode  # the Assign / AnnAssign / Expr small statement
+    target: cst.BaseExpression | None  # None: an expression statement (registrations)
     guards: tuple  # ((test, polarity) | ("loop", None), ...)
     index: int  # position in a flattened walk, for "last assignment before"
+    registering: bool = False  # inside an active registry (a `with` block or a capture)
 
 
 class LazyRootMixin:
@@ -67,7 +69,7 @@ class LazyRootMixin:
             return cache
         counter = [0]
 
-        def walk(stmts, guards):
+        def walk(stmts, guards, registering=False, block=False):
             for stmt in stmts:
                 counter[0] += 1
                 if isinstance(stmt, cst.SimpleStatementLine):
@@ -77,26 +79,54 @@ class LazyRootMixin:
                             targets = [t.target for t in small.targets]
                         elif isinstance(small, cst.AnnAssign) and small.value is not None:
                             targets = [small.target]
+                        elif isinstance(small, cst.Expr) and block:
+                            cache.append(_Site(small, None, guards, counter[0], True))
+                        elif isinstance(small, (cst.Import, cst.ImportFrom)) \
+                                and not isinstance(small.names, cst.ImportStar):
+                            targets = [_bound_name(alias) for alias in small.names]
                         for target in targets:
-                            cache.append(_Site(small, target, guards, counter[0]))
+                            cache.append(_Site(small, target, guards, counter[0], registering))
+                    continue
+                if isinstance(stmt, cst.With) and any(self.registry_context(i.item)
+                                                      for i in stmt.items):
+                    walk(stmt.body.body, guards, True, True)
+                    continue
                 elif isinstance(stmt, cst.If):
-                    walk(stmt.body.body, guards + ((stmt.test, True),))
+                    walk(stmt.body.body, guards + ((stmt.test, True),), registering, block)
                     orelse = stmt.orelse
                     if isinstance(orelse, cst.If):
-                        walk([orelse], guards + ((stmt.test, False),))
+                        walk([orelse], guards + ((stmt.test, False),), registering, block)
                     elif orelse is not None:
-                        walk(orelse.body.body, guards + ((stmt.test, False),))
+                        walk(orelse.body.body, guards + ((stmt.test, False),), registering, block)
                 elif isinstance(stmt, (cst.For, cst.While)):
-                    walk(stmt.body.body, guards + (("loop", None),))
+                    walk(stmt.body.body, guards + (("loop", None),), registering, block)
                 elif isinstance(stmt, cst.With):
-                    walk(stmt.body.body, guards)
+                    walk(stmt.body.body, guards, registering, block)
                 elif isinstance(stmt, cst.Try):
-                    walk(stmt.body.body, guards)
+                    walk(stmt.body.body, guards, registering, block)
                     for handler in stmt.handlers:
-                        walk(handler.body.body, guards + (("loop", None),))
+                        walk(handler.body.body, guards + (("loop", None),), registering, block)
 
-        walk(init.node.body.body, ())
+        walk(init.node.body.body, (), self._captures(init))
         return cache
+
+    def _captures(self, init) -> bool:
+        """A set-up method decorated with the registry's capture decorator runs inside an
+        active registry (vLLM 0.33's v1 ``GPUModelRunner.__init__``)."""
+        names = self.resolver.decorator_names(init.module, init.info.decorators)
+        return any(sinks.matches(n, self.settings.registry_capture_decorators) for n in names)
+
+    def run_registrations(self, obj: Obj, cfg: dict) -> None:
+        """The registrations vLLM's set-up methods make at start-up: the expression
+        statements inside their active-registry blocks (``with registry.activate():
+        register_top_k_top_p_warmups()``), under the conditions around them. What they
+        register is compiled at start-up for every variant it declares."""
+        for method in self.settings.setup_methods:
+            for init in self._setup_methods(obj, method):
+                for site in self._sites(init):
+                    if site.target is not None or self._guards(obj, init, site, cfg) == "never":
+                        continue
+                    self._in_lazy_frame(obj, init, site, self._committed(site), cfg)
 
     def _choose(self, obj: Obj, init, sites: list, rhs, cfg: dict) -> Value | None:
         """Value after straight-line execution of the candidate assignments."""
@@ -105,7 +135,7 @@ class LazyRootMixin:
             status = self._guards(obj, init, site, cfg)
             if status == "never":
                 continue
-            value = self._in_lazy_frame(obj, init, site.index, lambda st: rhs(site)(st), cfg)
+            value = self._in_lazy_frame(obj, init, site, lambda st: rhs(site)(st), cfg)
             if value is None:
                 continue
             current = value if status == "always" or current is None else join(current, value)
@@ -148,9 +178,20 @@ class LazyRootMixin:
             return join_all(v for _, v in results)
         return evaluate
 
-    def _in_lazy_frame(self, obj: Obj, init, index: int, body, cfg: dict | None = None):
+    def _imported(self, site: _Site, local: str):
+        """A function-local import (``from ...topk_topp_sampler import register_...``)."""
+        def evaluate(st: State) -> Value | None:
+            flow = self.exec_stmt(site.stmt, st)
+            return next((s.env[local] for s in flow.normal if local in s.env), None)
+        return evaluate
+
+    def _in_lazy_frame(self, obj: Obj, init, index, body, cfg: dict | None = None):
+        """Evaluate ``body`` in a frame of set-up method ``init`` as it is at statement
+        ``index`` (or at a _Site: inside its active-registry block, if it is in one)."""
         from warmlint.interp.core import Frame
 
+        registering = isinstance(index, _Site) and index.registering
+        index = index.index if isinstance(index, _Site) else index
         env = {"self": obj}
         for param in list(init.node.params.params) + list(init.node.params.kwonly_params):
             pname = param.name.value
@@ -159,9 +200,11 @@ class LazyRootMixin:
         frame = Frame(init, init.module, init.qualname)
         frame.lazy_locals = lambda local: self._lazy_local(obj, init, local, index, cfg)
         self.stack.append(frame)
+        self.registering += registering
         try:
             return body(State(env, cfg=dict(cfg or {})))
         finally:
+            self.registering -= registering
             self.stack.pop()
 
     def _lazy_local(self, obj: Obj, init, local: str, before: int, cfg: dict | None
@@ -175,9 +218,21 @@ class LazyRootMixin:
         value = None
         if sites:
             site = sites[-1]
-            value = self._in_lazy_frame(obj, init, site.index, self._committed(site), cfg)
+            evaluate = self._imported(site, local) if isinstance(
+                site.stmt, (cst.Import, cst.ImportFrom)) else self._committed(site)
+            value = self._in_lazy_frame(obj, init, site, evaluate, cfg)
         self.lazy_memo[key] = value
         return value
+
+
+def _bound_name(alias) -> cst.Name:
+    """The local name an import alias binds (``import a.b`` binds ``a``)."""
+    if alias.asname is not None:
+        return alias.asname.name
+    name = alias.name
+    while isinstance(name, cst.Attribute):
+        name = name.value
+    return name
 
 
 def _placeholder(value: Value | None) -> bool:
