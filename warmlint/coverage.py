@@ -67,16 +67,33 @@ def _covered_by_registry(hit: SinkHit, registry: set) -> bool:
     return any(f"{module}.{qual}" in registry for module, qual in hit.stack)
 
 
+def _found_downstream(div: Divergence, hit: SinkHit, reach: dict) -> bool:
+    """The cold path met another unwarmed outcome on its way to the sink (one that shares
+    request inputs with its divergence, so it was followed), that outcome's own
+    divergence, found from the warm path, reaches the same sink, and it reads no input
+    the first one does not: the sink is cold because of that later, narrower outcome, and
+    the finding belongs there (one finding per cause). Values pick up the inputs of the
+    branches around them, so a divergence often reads more than its own test."""
+    for key in hit.crossed:
+        inputs, reached = reach.get(key, (None, ()))
+        if hit.sink_id in reached and inputs <= div.inputs:
+            return True
+    return False
+
+
 def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
     result: list[ColdOutcome] = []
     for program in facts.programs:
         merged: dict = {}
         for index, leaf in enumerate(program.leaves):
+            reach = {key: (d.inputs, {h.sink_id for h in hits})
+                     for key, (d, hits, _) in leaf.serving.cold.items()}
             for div, hits, entry in leaf.serving.cold.values():
                 best: dict = {}
                 for hit in hits:
                     if leaf.warm.covers(hit.sink_id, hit.cfg) \
-                            or _covered_by_registry(hit, leaf.warm.registry):
+                            or _covered_by_registry(hit, leaf.warm.registry) \
+                            or _found_downstream(div, hit, reach):
                         continue
                     old = best.get(hit.sink_id)
                     if old is None or len(chain_of(div, hit)) < len(chain_of(div, old)):

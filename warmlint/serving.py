@@ -56,6 +56,7 @@ class ServingPass(PassPolicy):
                         # A second, independent unwarmed outcome: that path belongs to the
                         # divergence of its own (found on the warm path), not to this one.
                         continue
+                    st = st.evolve(crossed=st.crossed | {(interp.site(site_node).key, outcome)})
             out.append((st, res.truth, outcome))
         return out
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from warmlint.values import CLEAN, Const, OneOf, Pred, Sym, Taint, Value, join
+from warmlint.values import CLEAN, Const, OneOf, Pred, Sym, Taint, TestOutcome, Value, join
 
 _UNSET = object()
 
@@ -208,6 +208,9 @@ class State:
     # Committed to the object when its __init__ returns (calls.py), so that two config
     # paths through a constructor do not overwrite each other's bindings.
     heap: dict = field(default_factory=dict)
+    # Cold paths only: unwarmed outcomes met after the divergence that share its request
+    # inputs, as div keys (serving.ServingPass.outcomes; coverage.py).
+    crossed: frozenset = frozenset()
 
     def fork(self, env: dict | None = None) -> "State":
         return self.evolve(env=dict(self.env) if env is None else env)
@@ -278,7 +281,7 @@ def merge_states(states: list[State], keep_configs: bool = False) -> list[State]
     groups: dict[tuple, State] = {}
     order: list[tuple] = []
     for st in states:
-        key = div_key(st.div) + _bindings(st)
+        key = div_key(st.div) + _bindings(st) + _flags(st)
         if keep_configs and st.cfg:
             key += tuple(sorted((k, repr(v)) for k, v in st.cfg.items()))
         if key not in groups:
@@ -287,6 +290,14 @@ def merge_states(states: list[State], keep_configs: bool = False) -> list[State]
             continue
         groups[key] = _join_two(groups[key], st)
     return [groups[k] for k in order]
+
+
+def _flags(st: State) -> tuple:
+    """Locals holding the outcome of a test (``eligible = not (a or b)``): paths that
+    took it differently stay apart, so the branch that reads the flag later is decided
+    on each path, not both ways on a merged one."""
+    return tuple(sorted((name, value.value) for name, value in st.env.items()
+                        if isinstance(value, TestOutcome)))
 
 
 def _bindings(st: State) -> tuple:
@@ -318,7 +329,7 @@ def _join_two(a: State, b: State) -> State:
     for key, value in b.heap.items():
         heap[key] = join(heap[key], value) if key in heap else value
     return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
-                 _merge_facts(a.cfg, b.cfg), shadows, heap)
+                 _merge_facts(a.cfg, b.cfg), shadows, heap, a.crossed | b.crossed)
 
 
 def _merge_facts(a: dict, b: dict) -> dict:

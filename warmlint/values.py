@@ -59,6 +59,10 @@ class Const(Value):
     taint: Taint = CLEAN
 
 
+class TestOutcome(Const):
+    """The truth of a test used as a value (``eligible = not (a or b)``)."""
+
+
 @dataclass(eq=False)
 class Unknown(Value):
     """Nothing known. ``hint`` is the source text it came from, for messages."""

@@ -249,8 +249,9 @@ class CallMixin:
         for value in (args or {}).values():  # specialization classes read the facts
             self.reuse.note(keys_read(value))
         for st in [state] + [materialize(state, sh) for sh in state.shadows]:
-            self.policy.sink(self, st, SinkHit(sink_id, kind.name, display, site, self.stack_names(),
-                                                 args or {}, dict(st.facts), dict(st.cfg)))
+            self.policy.sink(self, st, SinkHit(sink_id, kind.name, display, site,
+                                               self.stack_names(), args or {}, dict(st.facts),
+                                               dict(st.cfg), crossed=st.crossed))
 
     def launch(self, kernel: Func, args, kwargs, state: State, node) -> list:
         parsed = self.resolver.parsed(kernel.ref)

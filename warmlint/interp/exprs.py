@@ -13,6 +13,7 @@ from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
 from warmlint.values import (
     CLEAN, Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
+    TestOutcome,
     Unknown, Value, join, join_all, options, same, taint_of,
 )
 
@@ -213,7 +214,7 @@ class ExprMixin:
                                                               cst.BooleanOperation):
             # `not (a or b)` is a test: its outcome (which disjunct) is recorded and can
             # diverge like an `if`'s (``fused_sampler_eligible = not (... or seeded)``).
-            return [(st, Const(not truth, st.pc)) for st, truth, _ in
+            return [(st, TestOutcome(not truth, st.pc)) for st, truth, _ in
                     self.branch(_unparen(node.expression), state, node)]
         out = []
         for st, val in self.eval(node.expression, state):

@@ -42,6 +42,7 @@ class SinkHit:
     facts: dict = field(default_factory=dict)
     cfg: dict = field(default_factory=dict)  # path-level config facts at the hit
     entry: Any = None  # warmup hits: the warmup entry call that reached it
+    crossed: frozenset = frozenset()  # cold hits: unwarmed outcomes met on the way
 
 
 class BranchResult(NamedTuple):
