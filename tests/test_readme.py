@@ -165,7 +165,7 @@ def test_the_first_command_works_on_a_fresh_machine(tmp_path, repo_snapshot):
     link_releases("0.20.0")
     proc = _bash(f"{venv}\n{first} || test $? -eq 1", where)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "WL001" in proc.stdout and "warmlint: 9 findings" in proc.stderr
+    assert "WL001" in proc.stdout and "warmlint: 10 findings" in proc.stderr
 
 
 # -- the commands, in the order a reader runs them ----------------------------------------
