@@ -34,129 +34,107 @@ step.
 
 from __future__ import annotations
 
+from warmlint.edits import InsertCall, NoFix
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid, sink_phrase
+from warmlint.rule_api import Invalid, Valid, sink_phrase
+from warmlint.rule_examples import SEEDED_CALL, seeded_sampler
 
 CODE = "WL001"
 NAME = "unwarmed-dispatch-branch"
+SUMMARY = "Input-dependent branch outcome reaches a JIT sink that no warmup reaches"
+FIX_SAFETY = "safe (warmlint fix, for outcomes driven by a warmup metadata field)"
 MESSAGE = ("{outcome}{within} ({function}) reaches {sink} via {chain}, "
            "which no warmup reaches ({warmups}); request input: {inputs}; configs: {configs}")
 
-_SAMPLER = '''
-import dataclasses
-from dataclasses import dataclass, replace
-
-import torch
-import torch.nn as nn
-import triton
-
-from vllm import envs
-
-
-@dataclass
-class SamplingMetadata:
-    temperature: torch.Tensor
-    generators: dict
-    max_num_logprobs: int | None
-
-
-@triton.jit
-def _filter_kernel(LOGITS, N):
-    pass
-
-
-def apply_filter(logits):
-    _filter_kernel[(logits.shape[0],)](logits, logits.shape[1])
-    return logits
-
-
-class Sampler(nn.Module):
-    def __init__(self):
-        super().__init__()
-        if envs.VLLM_USE_FAST_PATH:
-            self.forward = self.forward_fast
-        else:
-            self.forward = self.forward_native
-
-    def forward_native(self, logits, sampling_metadata):
-        return apply_filter(logits)
-
-    def forward_fast(self, logits, sampling_metadata):
-        if sampling_metadata.generators:{marker}
-            return self.forward_native(logits, sampling_metadata)
-        return logits
-'''
-
-_RUNNER = '''
-
-class GPUModelRunner:
-    def __init__(self, vllm_config, device):
-        self.device = device
-        self.sampler = Sampler()
-
-    def _dummy_sampler_run(self, hidden_states: torch.Tensor):
-        logits = hidden_states
-        metadata = SamplingMetadata(temperature=logits, generators={{}}, max_num_logprobs=None)
-        self.sampler(logits, metadata){extra}
-'''
-
-_SEEDED = '''
-        self.sampler(logits, replace(metadata, generators={0: torch.Generator(device=self.device)}))'''
-
-
-def _example(marker: str = "", extra: str = "") -> str:
-    return _SAMPLER.replace("{marker}", marker) + _RUNNER.format(extra=extra)
-
-
 EXAMPLES = [
-    Invalid(_example(marker="  # expect: WL001"),
+    Invalid(seeded_sampler(marker="  # expect: WL001"),
             note="The fast path falls back to the Triton kernel for seeded requests; "
                  "the warmup never passes a generator."),
-    Valid(_example(extra=_SEEDED),
+    Valid(seeded_sampler(extra=SEEDED_CALL),
           note="A second warmup call on replace(metadata, generators=...) takes the outcome."),
-    Valid(_example(marker=""), assume={"VLLM_USE_FAST_PATH": "0"},
+    Valid(seeded_sampler(marker=""), assume={"VLLM_USE_FAST_PATH": "0"},
           note="With the fast path off, the warmup itself runs the Triton kernel."),
 ]
 
 
 def check(facts):
-    # Imported here: WL100's examples load this module on warm runs, which skip the analysis.
-    from warmlint.coverage import cold_outcomes
-
-    for cold in cold_outcomes(facts):
-        div = cold.div
+    for cold in facts.cold_branches:
+        site = cold.site
         configs, exact = cold.configs()
-        sinks = cold.sinks()
-        first_hit = cold.hits[sinks[0]["id"]]
-        chain = cold.chain(first_hit)
-        inputs = sorted(set().union(*(d.inputs for d in cold.divergences)))
-        warmups = sorted(w.ref.qualname for w in cold.program.warmups)
-        outcome = " or ".join(d.outcome_text for d in cold.divergences)
+        sinks = cold.sinks
+        chain = cold.chain
+        inputs = sorted(set().union(*(o.inputs for o in cold.outcomes)))
+        outcome = " or ".join(o.text for o in cold.outcomes)
         sink_text = ", ".join(sink_phrase(s) for s in sinks)
         config_text = ", ".join(configs) if configs else "all"
         if configs and not exact:
             config_text += " (in some of them)"
         # "`x` is true in `x`" says nothing twice: name the whole condition only when it differs.
-        whole = len(cold.divergences) == 1 and outcome.startswith(f"`{div.site.condition}` ")
-        within = "" if whole else f" in `{div.site.condition}`"
+        whole = len(cold.outcomes) == 1 and outcome.startswith(f"`{site.condition}` ")
+        within = "" if whole else f" in `{site.condition}`"
         message = MESSAGE.format(outcome=outcome, within=within,
-                                 function=div.site.function, sink=sink_text,
-                                 chain=" -> ".join(chain), warmups=", ".join(warmups),
+                                 function=site.function, sink=sink_text,
+                                 chain=" -> ".join(chain), warmups=", ".join(cold.warmups),
                                  inputs=", ".join(inputs), configs=config_text)
         yield Finding(
-            rule=CODE, name=NAME, path=div.site.path, line=div.site.line, col=div.site.col,
-            function=div.site.function, message=message, condition=div.site.condition,
-            outcome=outcome, inputs=inputs, sinks=sinks, chain=chain, warmups=warmups,
+            rule=CODE, name=NAME, path=site.path, line=site.line, col=site.col,
+            function=site.function, message=message, condition=site.condition,
+            outcome=outcome, inputs=inputs, sinks=sinks, chain=chain, warmups=cold.warmups,
             configs=configs,
-            extra={"outcomes": [d.outcome for d in cold.divergences],
-                   "literals": [[list(lit[1]), lit[2]] for d in cold.divergences
-                                for lit in d.literals],
+            extra={"outcomes": [o.id for o in cold.outcomes],
+                   "literals": [[list(lit.inputs), lit.positive] for o in cold.outcomes
+                                for lit in o.literals],
                    "paths": cold.paths, "configs_exact": exact,
-                   "runner": cold.program.runner},
+                   "runner": cold.runner},
+            subject=cold,
         )
 
 
-RULE = Rule(code=CODE, name=NAME, summary="Input-dependent branch outcome reaches a JIT sink "
-            "that no warmup reaches", doc=__doc__, check=check,
-            fix_safety="safe (warmlint fix, for outcomes driven by a warmup metadata field)",
-            examples=EXAMPLES)
+def fix(finding, facts):
+    """One more call of the warmup's entry on ``replace(<metadata>, <field>=<value>)``,
+    guarded by the dispatch-binding decisions under which the outcome is cold."""
+    cold = finding.subject
+    field = _field_of(cold)
+    value = facts.settings.fix_values.get(field)
+    if value is None:
+        raise NoFix(f"no known value that sets `{field}` (add it to fix-values)")
+    call = cold.calls[0]
+    arg = call.request_argument({i.split(".")[0] for i in cold.outcomes[0].inputs})
+    if arg is None:
+        raise NoFix("the warmup's entry call passes no metadata object to replace()")
+    if field not in arg.fields:
+        raise NoFix(f"the warmup's metadata does not set `{field}`")
+    if call.anchor is None:
+        raise NoFix("cannot locate the entry call statement")
+    guard, reads_envs = call.guard(cold.binding_decisions)
+    sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
+    note = (f"Warm the branch of {cold.site.function} taken when "
+            f"{cold.outcomes[0].text}; it reaches {sinks}"
+            + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
+               else "") + " (added by warmlint fix).")
+    names = ("torch",) * ("torch" in value) + ("envs",) * reads_envs
+    # One call per cold sink: when two outcomes reach the same sink, the first field of
+    # fix-values wins (once `max_num_logprobs` warms the compiled rank count, the
+    # `logprob_token_ids` outcome reaching the same sink is warm too).
+    return [InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
+                       set_fields=((field, value),), guard=tuple(guard), note=note,
+                       names=names, field=field,
+                       covers=frozenset((cold.runner, s) for s in cold.sink_ids),
+                       priority=list(facts.settings.fix_values).index(field))]
+
+
+def _field_of(cold) -> str:
+    """The one metadata field whose being set decides every merged outcome."""
+    names = set()
+    for outcome in cold.outcomes:
+        if not outcome.literals:
+            raise NoFix("decided by no request literal")
+        for lit in outcome.literals:
+            if not lit.positive:
+                raise NoFix("the outcome needs a field to be unset or false")
+            if len(lit.inputs) != 1 or lit.inputs[0].count(".") != 1:
+                raise NoFix(f"not driven by a single metadata field ({', '.join(lit.inputs)})")
+            names.add(lit.inputs[0])
+    if len(names) != 1:
+        raise NoFix("driven by more than one field")
+    return names.pop().split(".")[1]

@@ -37,14 +37,15 @@ flag, warm a request that sets it the other way.
 
 from __future__ import annotations
 
-from warmlint import sinks
+from warmlint.edits import InsertCall, Rows
+from warmlint.facts import ALIGNED, BATCH_INPUT
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid
-from warmlint.serving import BATCH_INPUT
-from warmlint.specialization import ALIGNED, specialization_gaps
+from warmlint.rule_api import Invalid, Valid
 
 CODE = "WL004"
 NAME = "triton-specialization-gap"
+SUMMARY = "Request input reaches a Triton specialization the warmups never compile"
+FIX_SAFETY = "no automatic fix"
 MESSAGE = ("Triton kernel `{kernel}` compiles one variant per {what} `{param}`; the warmups "
            "compile only {{{warmed}}}{note}, but serving also produces {{{missing}}} from "
            "{inputs}, so the first such request recompiles it; {fix}; configs: {configs}")
@@ -98,48 +99,64 @@ def _fmt(classes) -> str:
 
 
 def check(facts):
-    from warmlint.configs import facts_as_decisions
-
-    for gap in specialization_gaps(facts):
-        hit, sig, param, kernel = gap.hit, gap.sig, gap.param, gap.kernel
-        configs, exact = gap.program.leaf_configs(sorted(gap.leaves))
-        common = set.intersection(*(set(facts_as_decisions(c)) for c in gap.cfgs))
-        configs += [d.text() for d in sorted(common, key=lambda d: d.key)]
-        constexpr = param in sig.constexpr
+    for gap in facts.specialization_gaps:
+        param = gap.param
+        configs, exact = gap.configs()
         pointer = (gap.warmed | gap.missing) <= {"tensor", "None"}
-        what = ("value of the tl.constexpr" if constexpr else
+        what = ("value of the tl.constexpr" if gap.constexpr else
                 "None-ness (Triton specializes None arguments) of the argument" if pointer else
                 "class (== 1, % 16 == 0, other) of the int parameter")
         note = ""
-        if not constexpr and ALIGNED in gap.warmed and BATCH_INPUT in gap.inputs:
+        if not gap.constexpr and ALIGNED in gap.warmed and BATCH_INPUT in gap.inputs:
             note = (" (the warmup batch, max_num_seqs, is unknown statically: taken as one "
                     "class, a multiple of 16)")
         fix = (f"warm a request that makes `{param}` take the missing value"
-               if constexpr or pointer else
+               if gap.constexpr or pointer else
                f"warm a batch in the missing class, or add do_not_specialize=[\"{param}\"] to "
-               f"@{sig.decorator.split('(')[0]} if the specialization buys nothing")
-        name = kernel.rsplit(".", 1)[-1]
+               f"@{gap.decorator.split('(')[0]} if the specialization buys nothing")
+        name = gap.kernel_name
         yield Finding(
-            rule=CODE, name=NAME, path=hit.site.path, line=hit.site.line, col=hit.site.col,
-            function=hit.stack[-1][1] if hit.stack else "", condition=f"{name}.{param}",
+            rule=CODE, name=NAME, path=gap.site.path, line=gap.site.line, col=gap.site.col,
+            function=gap.function, condition=f"{name}.{param}",
             outcome=_fmt(gap.missing), inputs=sorted(gap.inputs),
-            sinks=[sinks.as_json(kernel, hit.site.path, hit.site.line)],
-            chain=[q for _, q in hit.stack[1:] if not q.startswith("<")]
-            + [name + sinks.kind_of(kernel).launch_suffix],
-            warmups=sorted(w.ref.qualname for w in gap.program.warmups), configs=configs,
+            sinks=gap.sinks, chain=gap.chain, warmups=gap.warmups, configs=configs,
             message=MESSAGE.format(kernel=name, what=what, param=param,
                                    warmed=_fmt(gap.warmed), note=note,
                                    missing=_fmt(gap.missing),
                                    inputs=", ".join(sorted(gap.inputs)), fix=fix,
                                    configs=", ".join(configs) if configs else "all"),
-            extra={"kernel": kernel, "parameter": param, "constexpr": constexpr,
+            extra={"kernel": gap.kernel, "parameter": param, "constexpr": gap.constexpr,
                    "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
-                   "identity": f"{kernel}:{param}", "configs_exact": exact,
+                   "identity": f"{gap.kernel}:{param}", "configs_exact": exact,
                    "paths": gap.paths,
-                   "runner": gap.program.runner},
+                   "runner": gap.runner},
+            subject=gap,
         )
 
 
-RULE = Rule(code=CODE, name=NAME, summary="Request input reaches a Triton specialization "
-            "the warmups never compile", doc=__doc__, check=check,
-            fix_safety="no automatic fix", examples=EXAMPLES)
+def fix(finding, facts):
+    """For a batch-size class: the warmup's call again on its first N rows, N the smallest
+    batch in the missing class the launch's path allows, after each warmup call that
+    launched the kernel, guarded by the warmup's batch being larger than N."""
+    gap = finding.subject
+    if gap.constexpr or gap.inputs != {BATCH_INPUT}:
+        return []
+    edits = []
+    for cls in sorted(gap.missing):
+        rows = gap.smallest_batch(cls)
+        if rows is None:
+            continue
+        for call in gap.warm_calls:
+            classes = call.request_classes
+            if call.anchor is None or len(classes) != 1:
+                continue  # slicing two request objects consistently is not attempted
+            arg = call.request_argument(classes)
+            if arg is None:
+                continue
+            note = (f"Warm `{gap.kernel_name}` for a batch of {rows} rows ({gap.param} {cls}): "
+                    f"Triton compiles it once per class of {gap.param} (added by warmlint fix).")
+            edits.append(InsertCall(
+                call.path, call.function, call.anchor, call.code, arg.key,
+                rows=Rows(rows, call.per_row_arguments, arg.per_row_fields),
+                guard=(f"{call.batch_var} > {rows}",) if call.batch_var else (), note=note))
+    return edits

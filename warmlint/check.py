@@ -40,12 +40,16 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     from warmlint.index import SourceTree
     from warmlint.rules import load
 
+    from warmlint.facts import Facts as RuleFacts
+
     tree = SourceTree(root, cache, tuple(settings.exclude), packages)
     facts = analyze(tree, settings)
-    findings: list[Finding] = []
+    rule_facts = RuleFacts(facts)
+    produced: dict = {}  # code -> findings in the order the rule produced them (fixes)
     for rule in load():
         if rule.kind == "analysis" and settings.rule_enabled(rule.code):
-            findings.extend(rule.check(facts))
+            produced[rule.code] = list(rule.check(rule_facts))
+    findings: list[Finding] = [f for found in produced.values() for f in found]
     findings.sort(key=sort_key)
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]
     errors += [{"path": p, "line": line, "message": msg} for p, line, msg in facts.errors]
@@ -57,7 +61,8 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)
     report.sources = tree.bytes_read()
-    report.facts = facts  # for `warmlint fix`; not part of the JSON
+    report.facts = facts  # for `warmlint fix` and the plugin; not part of the JSON
+    report.rule_facts, report.produced = rule_facts, produced
     return report
 
 

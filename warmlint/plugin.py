@@ -47,7 +47,8 @@ def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> 
     """
     from warmlint import __version__
     from warmlint.codemod.plan import build_plan
-    from warmlint.codemod.transform import apply_insertions
+    from warmlint.codemod.transform import apply_edits
+    from warmlint.edits import InsertCall
     from warmlint.settings import Settings
     from warmlint.summary_cache import SummaryCache, default_cache_dir
 
@@ -61,15 +62,15 @@ def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> 
     from warmlint.index import SourceTree
 
     report = analyze_tree(root, settings, None, packages=("vllm",))
-    plan = build_plan(report.facts, fields=FIELDS)
-    insertions = [i for i in plan.insertions if i.qualname == TARGET]
+    plan = build_plan(report, fields=FIELDS)
+    insertions = [e for e in plan.edits if isinstance(e, InsertCall) and e.function == TARGET]
     source = None
     if insertions:
         tree: SourceTree = report.facts.tree
         info = tree.toc(TARGET_MODULE).classes["GPUModelRunner"].methods["_dummy_sampler_run"]
         method = "".join(tree.lines(TARGET_MODULE)[info.start - 1: info.end])
         wrapped = "class GPUModelRunner:\n" + method
-        new, applied = apply_insertions(wrapped, insertions, replace_name=replace_name)
+        new, applied = apply_edits(wrapped, insertions, replace_name=replace_name)
         if applied:
             source = textwrap.dedent(new.split("\n", 1)[1])
     cache.put_result(key, report.deps, {"source": source})

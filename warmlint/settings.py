@@ -34,7 +34,9 @@ DEFAULT_ASSUME: dict[str, Any] = {
 
 @dataclass
 class Settings:
-    select: tuple[str, ...] = ("WL001", "WL002", "WL003", "WL004", "WL100")
+    # Every rule file in rules/ is selected by default (rules.codes() lists them by file
+    # name, importing no rule).
+    select: tuple[str, ...] = field(default_factory=lambda: _all_rules())
     ignore: tuple[str, ...] = ()
     warmup_files: tuple[str, ...] = ("**/worker/gpu_model_runner.py", "**/worker/gpu/model_runner.py")
     warmup_methods: tuple[str, ...] = ("_dummy_*_run",)
@@ -84,6 +86,12 @@ class Settings:
             value = getattr(self, f.name)
             out[f.name.replace("_", "-")] = list(value) if isinstance(value, tuple) else value
         return out
+
+
+def _all_rules() -> tuple:
+    from warmlint.rules import codes
+
+    return codes()
 
 
 KEYS = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(Settings)}

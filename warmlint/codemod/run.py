@@ -7,8 +7,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from warmlint.codemod.plan import Removal, build_plan
-from warmlint.codemod.transform import apply_insertions
+from warmlint.codemod.plan import build_plan
+from warmlint.codemod.transform import apply_edits
 
 
 @dataclass
@@ -22,7 +22,7 @@ class FileFix:
 @dataclass
 class FixResult:
     files: list = field(default_factory=list)  # [FileFix] that change
-    unfixable: list = field(default_factory=list)  # [(Finding-like dict, reason)]
+    unfixable: list = field(default_factory=list)  # [(Finding, reason)]
     skipped: list = field(default_factory=list)  # [(path, reason)]
     report: object = None
 
@@ -32,24 +32,19 @@ def compute_fixes(root: Path, settings, fields: set | None = None) -> FixResult:
 
     report = analyze_tree(root, settings, None)
     facts = report.facts
-    plan = build_plan(facts, fields=fields)
-    result = FixResult(report=report)
+    plan = build_plan(report, fields=fields)
+    result = FixResult(report=report, unfixable=plan.unfixable)
     broken = {e["path"] for e in report.errors}
-    for cold, reason in plan.unfixable:
-        result.unfixable.append((cold.div.site, reason))
     by_path: dict = {}
-    for change in plan.insertions + plan.removals:
-        by_path.setdefault(change.path, []).append(change)
-    for rel, changes in sorted(by_path.items()):
-        insertions = [c for c in changes if not isinstance(c, Removal)]
-        removals = [c for c in changes if isinstance(c, Removal)]
+    for edit in plan.edits:
+        by_path.setdefault(edit.path, []).append(edit)
+    for rel, edits in sorted(by_path.items()):
         if rel in broken:  # never touch a file we could not fully analyze
             result.skipped.append((rel, "the file has analysis errors"))
             continue
         old = (root / rel).read_bytes().decode("utf-8")
         first_party = {name.split(".")[0] for name in facts.tree.modules}
-        new, applied = apply_insertions(old, insertions, _envs_module(facts, rel), first_party,
-                                        removals=removals)
+        new, applied = apply_edits(old, edits, _envs_module(facts, rel), first_party)
         _check_output(rel, new)
         if new != old:
             result.files.append(FileFix(rel, old, new, applied))
