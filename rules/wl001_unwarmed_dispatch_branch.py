@@ -23,8 +23,13 @@ with a warmup that only ever passes `generators={}`.
 
 **Fix.** Make the warmup take the outcome: call the sampler a second time on
 `dataclasses.replace(dummy_metadata, generators={0: torch.Generator(...)})`, guarded by
-the configs where the outcome can happen. `warmlint fix` inserts that call for outcomes
-driven by a metadata field the warmup sets (see `warmlint rule WL001 --fix`).
+the configs where the outcome can happen. `warmlint fix` inserts that call: it sets the
+fields of the warmup's metadata in which a serving path reaching the cold sink differs
+from the warmup (set or unset, true or false, `!= -1`), with `None`/`False`/`{}` for
+"unset" and the `fix-values` entry for "set"; a path that needs a field it has no value
+for (a per-row tensor), or a nested or derived input, has no automatic fix, and the
+finding's `fix.reason` says which. One call per cold sink, guarded by the
+dispatch-binding decisions common to every outcome that leaves it cold.
 
 **Fix safety.** Safe: the extra call runs only at start-up on dummy data, reuses the
 warmup's logits tensor (no copy, so peak memory does not grow beyond the heaviest real
@@ -42,7 +47,7 @@ from warmlint.rule_examples import SEEDED_CALL, seeded_sampler
 CODE = "WL001"
 NAME = "unwarmed-dispatch-branch"
 SUMMARY = "Input-dependent branch outcome reaches a JIT sink that no warmup reaches"
-FIX_SAFETY = "safe (warmlint fix, for outcomes driven by a warmup metadata field)"
+FIX_SAFETY = "safe (warmlint fix, where the serving path differs in metadata fields it can set)"
 MESSAGE = ("{outcome}{within} ({function}) reaches {sink} via {chain}, "
            "which no warmup reaches ({warmups}); request input: {inputs}; configs: {configs}")
 
@@ -91,50 +96,39 @@ def check(facts):
 
 
 def fix(finding, facts):
-    """One more call of the warmup's entry on ``replace(<metadata>, <field>=<value>)``,
+    """One more call of the warmup's entry with its request object changed to take a
+    serving path that reaches the cold sinks (``replace(<metadata>, <field>=<value>)``),
     guarded by the dispatch-binding decisions under which the outcome is cold."""
     cold = finding.subject
-    field = _field_of(cold)
-    value = facts.settings.fix_values.get(field)
-    if value is None:
-        raise NoFix(f"no known value that sets `{field}` (add it to fix-values)")
     call = cold.calls[0]
     arg = call.request_argument({i.split(".")[0] for i in cold.outcomes[0].inputs})
     if arg is None:
         raise NoFix("the warmup's entry call passes no metadata object to replace()")
-    if field not in arg.fields:
-        raise NoFix(f"the warmup's metadata does not set `{field}`")
+    changes = cold.request_changes(arg)
     if call.anchor is None:
         raise NoFix("cannot locate the entry call statement")
+    field = _field_of(cold) or changes[0][0]
     guard, reads_envs = call.guard(cold.binding_decisions)
     sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
     note = (f"Warm the branch of {cold.site.function} taken when "
             f"{cold.outcomes[0].text}; it reaches {sinks}"
             + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
                else "") + " (added by warmlint fix).")
-    names = ("torch",) * ("torch" in value) + ("envs",) * reads_envs
+    names = ("torch",) * any("torch" in v for _, v in changes) + ("envs",) * reads_envs
     # One call per cold sink: when two outcomes reach the same sink, the first field of
     # fix-values wins (once `max_num_logprobs` warms the compiled rank count, the
     # `logprob_token_ids` outcome reaching the same sink is warm too).
+    order = list(facts.settings.fix_values)
     return [InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
-                       set_fields=((field, value),), guard=tuple(guard), note=note,
+                       set_fields=tuple(changes), guard=tuple(guard), note=note,
                        names=names, field=field,
                        covers=frozenset((cold.runner, s) for s in cold.sink_ids),
-                       priority=list(facts.settings.fix_values).index(field))]
+                       priority=order.index(field) if field in order else len(order))]
 
 
 def _field_of(cold) -> str:
-    """The one metadata field whose being set decides every merged outcome."""
-    names = set()
-    for outcome in cold.outcomes:
-        if not outcome.literals:
-            raise NoFix("decided by no request literal")
-        for lit in outcome.literals:
-            if not lit.positive:
-                raise NoFix("the outcome needs a field to be unset or false")
-            if len(lit.inputs) != 1 or lit.inputs[0].count(".") != 1:
-                raise NoFix(f"not driven by a single metadata field ({', '.join(lit.inputs)})")
-            names.add(lit.inputs[0])
-    if len(names) != 1:
-        raise NoFix("driven by more than one field")
+    """The one metadata field every merged outcome's literals read, or ""."""
+    names = {i for o in cold.outcomes for lit in o.literals for i in lit.inputs}
+    if len(names) != 1 or next(iter(names)).count(".") != 1:
+        return ""
     return names.pop().split(".")[1]

@@ -37,6 +37,7 @@ CODE = "WL002"
 NAME = "warmup-guard-drift"
 SUMMARY = "Warmup guard's config set differs from the sampler dispatch binding's"
 FIX_SAFETY = "no automatic fix"
+NO_FIX = "which literal set is right is the author's decision (share one constant)"
 MESSAGE = ("warmup guard `{guard}` ({function}) tests {atom} against {{{guard_set}}}, but the "
            "dispatch binding `{binding}` ({binding_function}, {binding_path}:{binding_line}) "
            "tests it against {{{binding_set}}}: {diff}")

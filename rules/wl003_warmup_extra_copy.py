@@ -110,8 +110,6 @@ def check(facts):
                 function=call.function, condition=call.source(node),
                 message=MESSAGE.format(copy=call.source(node), function=call.function,
                                        callee=call.callee, source=source),
-                fix={"description": f"pass `{source}` instead of `{call.source(node)}`",
-                     "safe": True},
                 extra={"identity": call.source(node)},
                 subject=source,
             )
@@ -120,4 +118,7 @@ def check(facts):
 def fix(finding, facts):
     """The copy, replaced by what it copies (wherever the function writes that copy)."""
     return [ReplaceExpression(finding.path, finding.function, finding.condition,
-                              finding.subject, noun=("logits copy", "logits copies", "removed"))]
+                              finding.subject,
+                              description=f"pass `{finding.subject}` instead of "
+                                          f"`{finding.condition}`",
+                              noun=("logits copy", "logits copies", "removed"))]

@@ -39,6 +39,7 @@ CODE = "WL100"
 NAME = "unused-suppression"
 SUMMARY = "Suppression comment that suppresses nothing"
 FIX_SAFETY = "no automatic fix"
+NO_FIX = "whether the suppression's reason still holds is for a person to say"
 KIND = "meta"  # its findings come from the suppression pass, not from the analysis
 MESSAGE = {
     "unused": "`{pragma}` suppresses nothing: no {codes} finding on this line or the next",

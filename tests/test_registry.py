@@ -21,7 +21,7 @@ RULES_DIR = Path(rules_pkg.__file__).parent
 
 THROWAWAY = '''"""WL900 `throwaway-rule`
 
-**What it does.** Reports each distinct warmup entry call once.
+**What it does.** Reports a warmup that never asks for two logprobs.
 
 **Why it matters.** It does not: it shows that a rule with a fix is one file.
 
@@ -43,14 +43,12 @@ EXAMPLES = []
 
 
 def check(facts):
-    seen = set()
-    for call in facts.warmup_calls:
-        if call.code not in seen:
-            seen.add(call.code)
-            line, col = call.location
-            yield Finding(rule=CODE, name=NAME, path=call.path, line=line, col=col,
-                          function=call.function, message=f"`{call.code}` is a warmup call",
-                          subject=call)
+    calls = facts.warmup_calls
+    if calls and not any("max_num_logprobs=2" in call.code for call in calls):
+        line, col = calls[0].location
+        yield Finding(rule=CODE, name=NAME, path=calls[0].path, line=line, col=col,
+                      function=calls[0].function, message="no warmup asks for two logprobs",
+                      subject=calls[0])
 
 
 def fix(finding, facts):
@@ -104,3 +102,23 @@ def test_a_throwaway_rule_with_a_fix_is_one_file(throwaway, tmp_path):
     added = [line for line in fixed.new.splitlines() if line not in fixed.old.splitlines()]
     assert any("Added by the throw-away rule." in line for line in added), added
     assert any(line.strip() == "max_num_logprobs=2," for line in added), added
+    assert result.converged and result.rounds == 1 and not result.unfixable
+
+
+def test_an_edit_that_leaves_its_finding_is_not_made(throwaway, tmp_path):
+    """A fix is checked by re-analysis inside the run: an edit after which the rule still
+    reports the finding is dropped (and said so), so `fix` then `fix --check` agree."""
+    from warmlint.codemod.plan import INEFFECTIVE
+    from warmlint.codemod.run import compute_fixes
+
+    stubborn = THROWAWAY.replace('"max_num_logprobs=2" in call.code', "False")
+    (throwaway / "wl901_stubborn_rule.py").write_text(
+        stubborn.replace("WL900", "WL901").replace("throwaway-rule", "stubborn-rule"))
+    try:
+        root = make_tree(tmp_path)
+        result = compute_fixes(root, Settings(select=("WL901",)))
+        assert result.files == [] and result.converged
+        [(finding, reason)] = result.unfixable
+        assert finding.rule == "WL901" and reason == INEFFECTIVE
+    finally:
+        sys.modules.pop("warmlint.rules.wl901_stubborn_rule", None)

@@ -34,21 +34,24 @@ def _finding_from_json(data: dict) -> Finding:
 
 
 def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
-                 packages: tuple[str, ...] | None = None) -> Report:
-    """Run the analysis and every enabled rule; no filtering by path or suppression."""
+                 packages: tuple[str, ...] | None = None, overlay: dict | None = None) -> Report:
+    """Run the analysis and every enabled rule; no filtering by path or suppression.
+    ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round)."""
     from warmlint.analysis import analyze
     from warmlint.index import SourceTree
     from warmlint.rules import load
 
     from warmlint.facts import Facts as RuleFacts
 
-    tree = SourceTree(root, cache, tuple(settings.exclude), packages)
+    tree = SourceTree(root, cache, tuple(settings.exclude), packages, overlay)
     facts = analyze(tree, settings)
     rule_facts = RuleFacts(facts)
     produced: dict = {}  # code -> findings in the order the rule produced them (fixes)
     for rule in load():
         if rule.kind == "analysis" and settings.rule_enabled(rule.code):
             produced[rule.code] = list(rule.check(rule_facts))
+            for finding in produced[rule.code]:
+                finding.fix = rule.fix_status(finding, rule_facts)
     findings: list[Finding] = [f for found in produced.values() for f in found]
     findings.sort(key=sort_key)
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]

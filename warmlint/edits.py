@@ -59,8 +59,26 @@ class InsertCall:
 
     @property
     def key(self) -> tuple:
-        return ("insert", self.path, self.function, self.anchor, self.field,
+        return ("insert", self.path, self.function, self.anchor, self.field, self.set_fields,
                 self.rows.count if self.rows else None)
+
+    @property
+    def content(self) -> tuple:
+        """What it writes, wherever its anchor has moved: planned again in a later round
+        of ``fix``, it did not take what it was for."""
+        return (self.path, self.function, self.call, self.set_fields,
+                self.rows.count if self.rows else None, self.guard, self.note)
+
+    def describe(self) -> str:
+        call = " ".join(self.call.split()).replace("( ", "(").replace(", )", ")")
+        parts = [f"call `{call.replace(' )', ')')}` again"]
+        if self.set_fields:
+            parts.append("with " + ", ".join(f"{k}={v}" for k, v in self.set_fields))
+        if self.rows:
+            parts.append(f"on its first {self.rows.count} rows")
+        if self.guard:
+            parts.append("when " + " and ".join(self.guard))
+        return " ".join(parts) + f" ({self.function})"
 
     def selected(self, fields: set | None) -> tuple[bool, str]:
         """Whether ``fix --field`` keeps it, and why not."""
@@ -83,6 +101,11 @@ class ReplaceExpression:
     @property
     def key(self) -> tuple:
         return ("replace", self.path, self.function, "".join(self.old.split()))
+
+    content = key
+
+    def describe(self) -> str:
+        return self.description or f"replace `{self.old}` by `{self.new}` ({self.function})"
 
     def selected(self, fields: set | None) -> tuple[bool, str]:
         return True, ""

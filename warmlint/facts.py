@@ -149,11 +149,26 @@ class ColdBranch:
         """The warmup entry calls whose serving replay reached it, first one first."""
         return [self._facts.call(e) for e in self._cold.entries]
 
+    def request_changes(self, arg: RequestArgument) -> list:
+        """[(field, value source)] making a warmup call passing ``arg`` take one of the
+        serving paths that reach the cold sinks (the path needing the fewest changes);
+        raises ``NoFix`` when no path can be taken by setting fields of ``arg``."""
+        from warmlint.request_values import best
+
+        return best(self._cold.path_facts, arg.values, arg.cls, self._facts.settings.fix_values)
+
     @property
     def binding_decisions(self) -> list:
-        """Config decisions (the sampler's dispatch binding) common to where it is cold."""
+        """Config decisions (the sampler's dispatch binding) common to where its sinks are
+        cold: the configs of this outcome and of every other cold outcome of the runner
+        reaching one of them (one call warming a sink serves them all, so its guard must
+        not be narrower than their union)."""
         program = self._cold.program
-        chosen = [program.leaves[i] for i in self._cold.leaves]
+        indices = set(self._cold.leaves)
+        for other in self._facts.cold_branches:
+            if other.runner == self.runner and other.sink_ids & self.sink_ids:
+                indices |= set(other._cold.leaves)
+        chosen = [program.leaves[i] for i in sorted(indices)]
         common = set(chosen[0].decisions)
         for leaf in chosen[1:]:
             common &= set(leaf.decisions)
@@ -198,6 +213,33 @@ class SpecializationGap:
         from warmlint.state import SymFact
 
         return smallest_in_class(cls, self._gap.hit.facts.get(SERVING_BATCH.key) or SymFact())
+
+    def request_changes(self, arg: RequestArgument, cls: str) -> list:
+        """Like ``ColdBranch.request_changes``, for the serving paths that launch the kernel
+        with ``param`` in the missing class ``cls``."""
+        from warmlint.request_values import best
+
+        paths = [hit.facts for _, hit in self._gap.missing_hits.get(cls, [])]
+        return best(paths, arg.values, arg.cls, self._facts.settings.fix_values)
+
+    def launch_decisions(self, call: WarmupCall) -> list:
+        """Config decisions under which ``call`` launched the kernel where the gap holds,
+        less those under which the call runs at all (its own guard already says them)."""
+        program, node = self._gap.program, call._entry.node
+
+        def common(indices):
+            sets = [set(program.leaves[i].decisions) for i in indices]
+            return set.intersection(*sets) if sets else set()
+
+        launched = [i for i in sorted(self._gap.leaves) if any(
+            h.sink_id == self.kernel and h.entry is not None and h.entry.node is node
+            for h in program.leaves[i].warm.hits)]
+        runs = [i for i, leaf in enumerate(program.leaves)
+                if any(e.node is node for e in leaf.warm.entries)]
+        if not launched:
+            return []
+        needed = common(launched) - common(runs)
+        return [d for d in program.leaves[launched[0]].decisions if d in needed]
 
     @property
     def warm_calls(self) -> list:

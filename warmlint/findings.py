@@ -28,7 +28,7 @@ class Finding:
     warmups: list = field(default_factory=list)
     configs: list = field(default_factory=list)
     related: list = field(default_factory=list)  # [{"path", "line", "col", "message"}]
-    fix: dict | None = None  # {"description", "safe": bool}
+    fix: dict | None = None  # {"description", "safe": bool, "reason": why not}
     extra: dict = field(default_factory=dict)
     # What the finding is about in the analysis (the rule's own handle, for its ``fix``);
     # never serialized, absent on findings read back from the cache.

@@ -224,8 +224,10 @@ class SourceTree:
     """A directory holding top-level packages (the directory that holds ``vllm/``)."""
 
     def __init__(self, root: Path, cache: SummaryCache | None = None,
-                 exclude: tuple[str, ...] = (), packages: tuple[str, ...] | None = None):
+                 exclude: tuple[str, ...] = (), packages: tuple[str, ...] | None = None,
+                 overlay: dict | None = None):
         self.root = root.resolve()
+        self.overlay = overlay or {}  # rel path -> text read instead of the file (`fix`)
         self.cache = cache
         self.exclude = exclude
         self.packages = packages  # walk only these top-level packages (site-packages roots)
@@ -333,6 +335,8 @@ class SourceTree:
         self.errors.append(err)
 
     def _read(self, rel: str) -> bytes:
+        if rel in self.overlay:
+            return self.overlay[rel].encode("utf-8")
         path = self.root / rel
         try:
             return path.read_bytes()

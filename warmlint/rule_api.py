@@ -61,6 +61,23 @@ class Rule:
     examples: list = field(default_factory=list)
     kind: str = "analysis"  # "analysis" | "meta" (WL100: produced by the suppression pass)
     fix: Callable[..., Iterable] | None = None  # (Finding, Facts) -> [edit]; raises NoFix
+    no_fix: str = "the rule has no automatic fix"  # why, for a rule without ``fix``
+
+    def fix_status(self, finding, facts) -> dict:
+        """The finding's JSON ``fix``: ``{"description", "safe", "reason"}``; ``safe`` is
+        whether ``warmlint fix`` fixes it, ``reason`` why not."""
+        from warmlint.edits import NoFix
+
+        if self.fix is None:
+            return {"description": "", "safe": False, "reason": self.no_fix}
+        try:
+            edits = list(self.fix(finding, facts))
+        except NoFix as exc:
+            return {"description": "", "safe": False, "reason": exc.reason}
+        if not edits:
+            return {"description": "", "safe": False, "reason": "nothing to change"}
+        return {"description": "; ".join(dict.fromkeys(e.describe() for e in edits)),
+                "safe": True, "reason": ""}
 
     @classmethod
     def from_module(cls, module) -> "Rule":
@@ -75,7 +92,8 @@ class Rule:
                    doc=module.__doc__, check=module.check,
                    fix_safety=getattr(module, "FIX_SAFETY", "no automatic fix"),
                    examples=list(getattr(module, "EXAMPLES", [])),
-                   kind=getattr(module, "KIND", "analysis"), fix=getattr(module, "fix", None))
+                   kind=getattr(module, "KIND", "analysis"), fix=getattr(module, "fix", None),
+                   no_fix=getattr(module, "NO_FIX", cls.no_fix))
 
     @property
     def valid(self) -> list:

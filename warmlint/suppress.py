@@ -157,6 +157,8 @@ def apply(report, settings):
     known = set(codes())
     if META_CODE in known and settings.rule_enabled(META_CODE):
         meta = load({META_CODE})[0]
-        kept.extend(meta.check(problems(sups, known, settings.rule_enabled)))
+        for finding in meta.check(problems(sups, known, settings.rule_enabled)):
+            finding.fix = meta.fix_status(finding, None)
+            kept.append(finding)
     report.findings = sorted(kept, key=sort_key)
     return report

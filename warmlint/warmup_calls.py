@@ -12,7 +12,7 @@ interpreter recorded, so rules never read interpreter objects.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import libcst as cst
 
@@ -45,6 +45,7 @@ class RequestArgument:
     cls: str  # its class name
     fields: frozenset  # fields the warmup sets on it
     per_row_fields: tuple  # fields holding one value per row of the warmup batch
+    values: dict = field(default_factory=dict, compare=False, repr=False)  # abstract values
 
 
 class WarmupCall:
@@ -115,7 +116,8 @@ class WarmupCall:
                 continue
             if (key < len(positional)) if isinstance(key, int) else (key in keywords):
                 per_row = tuple(name for name, v in obj.attrs.items() if _per_row(v))
-                return RequestArgument(key, obj.cls.name, frozenset(obj.attrs), per_row)
+                return RequestArgument(key, obj.cls.name, frozenset(obj.attrs), per_row,
+                                       dict(obj.attrs))
         return None
 
     @property

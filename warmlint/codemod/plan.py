@@ -22,8 +22,13 @@ class Plan:
     unfixable: list = field(default_factory=list)  # (Finding, reason)
 
 
-def build_plan(report, fields: set | None = None) -> Plan:
-    """``report``: an ``analyze_tree`` report (its findings before suppression)."""
+INEFFECTIVE = ("the inserted call would not take the outcome (re-analyzed with it, the "
+               "finding remains): it needs more than this request field")
+
+
+def build_plan(report, fields: set | None = None, banned: set = frozenset()) -> Plan:
+    """``report``: an ``analyze_tree`` report (its findings before suppression);
+    ``banned``: the ``content`` of edits that, once made, did not remove their finding."""
     from warmlint.rules import load
 
     plan = Plan()
@@ -41,6 +46,8 @@ def build_plan(report, fields: set | None = None) -> Plan:
                 continue
             for edit in edits:
                 keep, reason = edit.selected(fields)
+                if keep and edit.content in banned:
+                    keep, reason = False, INEFFECTIVE
                 if keep:
                     candidates.append(edit)
                 elif reason:

@@ -206,8 +206,9 @@ class ApplyEdits(VisitorBasedCodemodCommand):
         """(replace name, base expression, overrides) for the request-object argument."""
         base, overrides = _code(node), []
         if isinstance(node, cst.Call) and _code(node.func).split(".")[-1] in (
-                "replace", self.replace_name.split(".")[-1]) and node.args:
-            base = _code(node.args[0].value)  # already replace(base, ...): extend it
+                "replace", self.replace_name.split(".")[-1]) and node.args \
+                and all(a.keyword is not None for a in node.args[1:]):
+            base = _code(node.args[0].value)  # already replace(base, k=v): extend it
             overrides = [(a.keyword.value, _code(a.value)) for a in node.args[1:] if a.keyword]
         for name, value in edit.set_fields:
             overrides = [o for o in overrides if o[0] != name] + [(name, value)]

@@ -41,6 +41,9 @@ def run(args) -> int:
                          f"no automatic fix: {reason}\n")
     for rel, reason in result.skipped:
         sys.stderr.write(f"{show(rel)}: skipped: {reason}\n")
+    if not result.converged:
+        sys.stderr.write(f"warmlint: the fixed warmup still has fixable findings after "
+                         f"{result.rounds} rounds; run `warmlint fix` again\n")
     if args.diff or args.check:
         for fix in files:
             if args.diff:
