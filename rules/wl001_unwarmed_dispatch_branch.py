@@ -24,9 +24,13 @@ with a warmup that only ever passes `generators={}`.
 
 **Fix.** Make the warmup take the outcome: call the sampler a second time on
 `dataclasses.replace(dummy_metadata, generators={0: torch.Generator(...)})`, guarded by
-the configs where the outcome can happen. `warmlint fix` inserts that call for outcomes
-driven by a metadata field the warmup sets (`warmlint fix --diff PATH` shows them first;
-docs/fix.md).
+the configs where the outcome can happen. `warmlint fix` inserts that call: it sets the
+fields of the warmup's metadata in which a serving path reaching the cold sink differs
+from the warmup (set or unset, true or false, `!= -1`), with `None`/`False`/`{}` for
+"unset" and the `fix-values` entry for "set"; a path that needs a field it has no value
+for (a per-row tensor), or a nested or derived input, has no automatic fix, and the
+finding's `fix.reason` says which. One call per cold sink, guarded by the
+dispatch-binding decisions common to every outcome that leaves it cold.
 
 **Fix safety.** Safe: the extra call runs only at start-up on dummy data, reuses the
 warmup's logits tensor (no copy, so peak memory does not grow beyond the heaviest real
@@ -36,129 +40,96 @@ step.
 
 from __future__ import annotations
 
+from warmlint.edits import InsertCall, NoFix
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid, sink_phrase
+from warmlint.rule_api import Invalid, Valid, sink_phrase
+from warmlint.rule_examples import SEEDED_CALL, seeded_sampler
 
 CODE = "WL001"
 NAME = "unwarmed-dispatch-branch"
+SUMMARY = "Input-dependent branch outcome reaches a JIT sink that no warmup reaches"
+FIX_SAFETY = "safe (warmlint fix, where the serving path differs in metadata fields it can set)"
 MESSAGE = ("{outcome}{within} ({function}) reaches {sink} via {chain}, "
            "which no warmup reaches ({warmups}); request input: {inputs}; configs: {configs}")
 
-_SAMPLER = '''
-import dataclasses
-from dataclasses import dataclass, replace
-
-import torch
-import torch.nn as nn
-import triton
-
-from vllm import envs
-
-
-@dataclass
-class SamplingMetadata:
-    temperature: torch.Tensor
-    generators: dict
-    max_num_logprobs: int | None
-
-
-@triton.jit
-def _filter_kernel(LOGITS, N):
-    pass
-
-
-def apply_filter(logits):
-    _filter_kernel[(logits.shape[0],)](logits, logits.shape[1])
-    return logits
-
-
-class Sampler(nn.Module):
-    def __init__(self):
-        super().__init__()
-        if envs.VLLM_USE_FAST_PATH:
-            self.forward = self.forward_fast
-        else:
-            self.forward = self.forward_native
-
-    def forward_native(self, logits, sampling_metadata):
-        return apply_filter(logits)
-
-    def forward_fast(self, logits, sampling_metadata):
-        if sampling_metadata.generators:{marker}
-            return self.forward_native(logits, sampling_metadata)
-        return logits
-'''
-
-_RUNNER = '''
-
-class GPUModelRunner:
-    def __init__(self, vllm_config, device):
-        self.device = device
-        self.sampler = Sampler()
-
-    def _dummy_sampler_run(self, hidden_states: torch.Tensor):
-        logits = hidden_states
-        metadata = SamplingMetadata(temperature=logits, generators={{}}, max_num_logprobs=None)
-        self.sampler(logits, metadata){extra}
-'''
-
-_SEEDED = '''
-        self.sampler(logits, replace(metadata, generators={0: torch.Generator(device=self.device)}))'''
-
-
-def _example(marker: str = "", extra: str = "") -> str:
-    return _SAMPLER.replace("{marker}", marker) + _RUNNER.format(extra=extra)
-
-
 EXAMPLES = [
-    Invalid(_example(marker="  # expect: WL001"),
+    Invalid(seeded_sampler(marker="  # expect: WL001"),
             note="The fast path falls back to the Triton kernel for seeded requests; "
                  "the warmup never passes a generator."),
-    Valid(_example(extra=_SEEDED),
+    Valid(seeded_sampler(extra=SEEDED_CALL),
           note="A second warmup call on replace(metadata, generators=...) takes the outcome."),
-    Valid(_example(marker=""), assume={"VLLM_USE_FAST_PATH": "0"},
+    Valid(seeded_sampler(marker=""), assume={"VLLM_USE_FAST_PATH": "0"},
           note="With the fast path off, the warmup itself runs the Triton kernel."),
 ]
 
 
 def check(facts):
-    # Imported here: WL100's examples load this module on warm runs, which skip the analysis.
-    from warmlint.coverage import cold_outcomes
-
-    for cold in cold_outcomes(facts):
-        div = cold.div
+    for cold in facts.cold_branches:
+        site = cold.site
         configs, exact = cold.configs()
-        sinks = cold.sinks()
-        first_hit = cold.hits[sinks[0]["id"]]
-        chain = cold.chain(first_hit)
-        inputs = sorted(set().union(*(d.inputs for d in cold.divergences)))
-        warmups = sorted(w.ref.qualname for w in cold.program.warmups)
-        outcome = " or ".join(d.outcome_text for d in cold.divergences)
+        sinks = cold.sinks
+        chain = cold.chain
+        inputs = sorted(set().union(*(o.inputs for o in cold.outcomes)))
+        outcome = " or ".join(o.text for o in cold.outcomes)
         sink_text = ", ".join(sink_phrase(s) for s in sinks)
         config_text = ", ".join(configs) if configs else "all"
         if configs and not exact:
             config_text += " (in some of them)"
         # "`x` is true in `x`" says nothing twice: name the whole condition only when it differs.
-        whole = len(cold.divergences) == 1 and outcome.startswith(f"`{div.site.condition}` ")
-        within = "" if whole else f" in `{div.site.condition}`"
+        whole = len(cold.outcomes) == 1 and outcome.startswith(f"`{site.condition}` ")
+        within = "" if whole else f" in `{site.condition}`"
         message = MESSAGE.format(outcome=outcome, within=within,
-                                 function=div.site.function, sink=sink_text,
-                                 chain=" -> ".join(chain), warmups=", ".join(warmups),
+                                 function=site.function, sink=sink_text,
+                                 chain=" -> ".join(chain), warmups=", ".join(cold.warmups),
                                  inputs=", ".join(inputs), configs=config_text)
         yield Finding(
-            rule=CODE, name=NAME, path=div.site.path, line=div.site.line, col=div.site.col,
-            function=div.site.function, message=message, condition=div.site.condition,
-            outcome=outcome, inputs=inputs, sinks=sinks, chain=chain, warmups=warmups,
+            rule=CODE, name=NAME, path=site.path, line=site.line, col=site.col,
+            function=site.function, message=message, condition=site.condition,
+            outcome=outcome, inputs=inputs, sinks=sinks, chain=chain, warmups=cold.warmups,
             configs=configs,
-            extra={"outcomes": [d.outcome for d in cold.divergences],
-                   "literals": [[list(lit[1]), lit[2]] for d in cold.divergences
-                                for lit in d.literals],
+            extra={"outcomes": [o.id for o in cold.outcomes],
+                   "literals": [[list(lit.inputs), lit.positive] for o in cold.outcomes
+                                for lit in o.literals],
                    "paths": cold.paths, "configs_exact": exact,
-                   "runner": cold.program.runner},
+                   "runner": cold.runner},
+            subject=cold,
         )
 
 
-RULE = Rule(code=CODE, name=NAME, summary="Input-dependent branch outcome reaches a JIT sink "
-            "that no warmup reaches", doc=__doc__, check=check,
-            fix_safety="safe (warmlint fix, for outcomes driven by a warmup metadata field)",
-            examples=EXAMPLES)
+def fix(finding, facts):
+    """One more call of the warmup's entry with its request object changed to take a
+    serving path that reaches the cold sinks (``replace(<metadata>, <field>=<value>)``),
+    guarded by the dispatch-binding decisions under which the outcome is cold."""
+    cold = finding.subject
+    call = cold.calls[0]
+    arg = call.request_argument({i.split(".")[0] for i in cold.outcomes[0].inputs})
+    if arg is None:
+        raise NoFix("the warmup's entry call passes no metadata object to replace()")
+    changes = cold.request_changes(arg)
+    if call.anchor is None:
+        raise NoFix("cannot locate the entry call statement")
+    field = _field_of(cold) or changes[0][0]
+    guard, reads_envs = call.guard(cold.binding_decisions)
+    sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
+    note = (f"Warm the branch of {cold.site.function} taken when "
+            f"{cold.outcomes[0].text}; it reaches {sinks}"
+            + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
+               else "") + " (added by warmlint fix).")
+    names = ("torch",) * any("torch" in v for _, v in changes) + ("envs",) * reads_envs
+    # One call per cold sink: when two outcomes reach the same sink, the first field of
+    # fix-values wins (once `max_num_logprobs` warms the compiled rank count, the
+    # `logprob_token_ids` outcome reaching the same sink is warm too).
+    order = list(facts.settings.fix_values)
+    return [InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
+                       set_fields=tuple(changes), guard=tuple(guard), note=note,
+                       names=names, field=field,
+                       covers=frozenset((cold.runner, s) for s in cold.sink_ids),
+                       priority=order.index(field) if field in order else len(order))]
+
+
+def _field_of(cold) -> str:
+    """The one metadata field every merged outcome's literals read, or ""."""
+    names = {i for o in cold.outcomes for lit in o.literals for i in lit.inputs}
+    if len(names) != 1 or next(iter(names)).count(".") != 1:
+        return ""
+    return names.pop().split(".")[1]

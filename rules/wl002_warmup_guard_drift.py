@@ -31,10 +31,13 @@ if self.sampler.logprobs_mode not in ("processed_logits", "processed_logprobs"):
 from __future__ import annotations
 
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid
+from warmlint.rule_api import Invalid, Valid
 
 CODE = "WL002"
 NAME = "warmup-guard-drift"
+SUMMARY = "Warmup guard's config set differs from the sampler dispatch binding's"
+FIX_SAFETY = "no automatic fix"
+NO_FIX = "which literal set is right is the author's decision (share one constant)"
 MESSAGE = ("warmup guard `{guard}` ({function}) tests {atom} against {{{guard_set}}}, but the "
            "dispatch binding `{binding}` ({binding_function}, {binding_path}:{binding_line}) "
            "tests it against {{{binding_set}}}: {diff}")
@@ -105,17 +108,15 @@ def _fmt(values) -> str:
 
 
 def check(facts):
-    from warmlint.interp.attrs import config_label
-
     reported = set()
     for program in facts.programs:
-        guards, bindings = {}, {}
-        for leaf in program.leaves:
-            for context, site, key, const in leaf.warm.config_tests:
-                table = guards if context == "warmup" else bindings if context == "constructor" \
-                    else None
-                if table is not None:
-                    table.setdefault(key, {})[site.key] = (site, frozenset(const))
+        guards, bindings, labels = {}, {}, {}
+        for test in program.config_tests:
+            table = guards if test.context == "warmup" else bindings \
+                if test.context == "constructor" else None
+            if table is not None:
+                table.setdefault(test.key, {})[test.site.key] = (test.site, test.literals)
+                labels[test.key] = test.label
         for key in guards.keys() & bindings.keys():
             for site, values in guards[key].values():
                 others = list(bindings[key].values())
@@ -131,18 +132,13 @@ def check(facts):
                     rule=CODE, name=NAME, path=site.path, line=site.line, col=site.col,
                     function=site.function, condition=site.condition,
                     message=MESSAGE.format(guard=site.condition, function=site.function,
-                                           atom=config_label(key), guard_set=_fmt(values),
+                                           atom=labels[key], guard_set=_fmt(values),
                                            binding=b_site.condition,
                                            binding_function=b_site.function,
                                            binding_path=b_site.path, binding_line=b_site.line,
                                            binding_set=_fmt(b_values), diff=diff),
                     configs=[], related=[{"path": b_site.path, "line": b_site.line,
                                           "col": b_site.col,
-                                          "message": f"dispatch binding tests {config_label(key)}"}],
+                                          "message": f"dispatch binding tests {labels[key]}"}],
                     extra={"identity": f"{key}:{_fmt(values)}:{_fmt(b_values)}"},
                 )
-
-
-RULE = Rule(code=CODE, name=NAME, summary="Warmup guard's config set differs from the "
-            "sampler dispatch binding's", doc=__doc__, check=check,
-            fix_safety="no automatic fix", examples=EXAMPLES)

@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import libcst as cst
 
+from warmlint.edits import ReplaceExpression
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid
-from warmlint.values import OneOf, Tensor
+from warmlint.rule_api import Invalid, Valid
 
 CODE = "WL003"
 NAME = "warmup-extra-copy"
+SUMMARY = "Full copy of the logits in a sampler warmup"
+FIX_SAFETY = "safe (warmlint fix removes the copy)"
 MESSAGE = ("`{copy}` copies the tensor {function} passes to `{callee}`; the copy raises peak "
            "memory during memory profiling by a full tensor and the warmup discards the "
            "result, so pass `{source}` itself")
@@ -92,63 +94,31 @@ def copy_source(node: cst.BaseExpression) -> cst.BaseExpression | None:
     return None
 
 
-def _assignments(fn_node: cst.FunctionDef) -> dict:
-    """name -> values assigned to it in the function (one CST walk per function)."""
-    found: dict = {}
-
-    class Visitor(cst.CSTVisitor):
-        def visit_Assign(self, node: cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, cst.Name):
-                    found.setdefault(target.target.value, []).append(node.value)
-
-    fn_node.visit(Visitor())
-    return found
-
-
-def copies_in_entry(entry, assignments: dict | None = None) -> list:
-    """(copy expression node, ParsedFunction) for tensor arguments of a warmup entry call.
-    ``assignments`` memoizes each function's walk across entries (id(node) -> table)."""
-    out = []
-    values = list(entry.args) + list(entry.kwargs.values())
-    if not any(isinstance(o, Tensor) for v in values
-               for o in (v.options if isinstance(v, OneOf) else (v,))):
-        return out
-    fn = entry.frame.fn
-    memo = assignments if assignments is not None else {}
-    for arg in entry.node.args:
-        candidates = [arg.value]
-        if isinstance(arg.value, cst.Name):
-            if id(fn.node) not in memo:
-                memo[id(fn.node)] = (fn.node, _assignments(fn.node))  # node kept: ids stay unique
-            candidates = memo[id(fn.node)][1].get(arg.value.value, [])
-        out += [(c, fn) for c in candidates if copy_source(c) is not None]
-    return out
-
-
 def check(facts):
-    seen, assignments = set(), {}
-    for program in facts.programs:
-        for leaf in program.leaves:
-            for entry in leaf.warm.entries:
-                for node, fn in copies_in_entry(entry, assignments):
-                    if id(node) in seen:
-                        continue
-                    seen.add(id(node))
-                    line, col = fn.position(node)
-                    code = fn.wrapper_module.code_for_node
-                    source = code(copy_source(node))
-                    yield Finding(
-                        rule=CODE, name=NAME, path=fn.path, line=line, col=col,
-                        function=fn.qualname, condition=code(node),
-                        message=MESSAGE.format(copy=code(node), function=fn.qualname,
-                                               callee=code(entry.node.func), source=source),
-                        fix={"description": f"pass `{source}` instead of `{code(node)}`",
-                             "safe": True},
-                        extra={"identity": code(node)},
-                    )
+    seen = set()
+    for call in facts.warmup_calls:
+        if not call.passes_tensor:
+            continue
+        for node in (c for candidates in call.argument_expressions() for c in candidates):
+            if id(node) in seen or copy_source(node) is None:
+                continue
+            seen.add(id(node))
+            line, col = call.position(node)
+            source = call.source(copy_source(node))
+            yield Finding(
+                rule=CODE, name=NAME, path=call.path, line=line, col=col,
+                function=call.function, condition=call.source(node),
+                message=MESSAGE.format(copy=call.source(node), function=call.function,
+                                       callee=call.callee, source=source),
+                extra={"identity": call.source(node)},
+                subject=source,
+            )
 
 
-RULE = Rule(code=CODE, name=NAME, summary="Full copy of the logits in a sampler warmup",
-            doc=__doc__, check=check, fix_safety="safe (warmlint fix removes the copy)",
-            examples=EXAMPLES)
+def fix(finding, facts):
+    """The copy, replaced by what it copies (wherever the function writes that copy)."""
+    return [ReplaceExpression(finding.path, finding.function, finding.condition,
+                              finding.subject,
+                              description=f"pass `{finding.subject}` instead of "
+                                          f"`{finding.condition}`",
+                              noun=("logits copy", "logits copies", "removed"))]

@@ -29,22 +29,32 @@ _mask_kernel[(n,)](logits, logits.shape[0])  # WL004: the warmup batch is a mult
 the warmup's rows, e.g. 9 rows), or, when the specialization buys nothing (a loop bound,
 a grid size), declare it: `@triton.jit(do_not_specialize=["N_ROWS"])` (or
 `do_not_specialize_on_alignment=[...]` to keep only the `== 1` case). For a constexpr
-flag, warm a request that sets it the other way.
+flag or a None-able pointer, warm a request that sets it the other way. `warmlint fix`
+does the warmup side: for a batch-size class, the warmup's call again on its first N
+rows after each call that launched the kernel (N the smallest batch in the class the
+path allows); for a value decided by request fields (`TOPK_ENABLED = k is not None`,
+`uniform_probs` None when `all_greedy`), the call again with those fields as a serving
+path producing the value has them (`top_k=None`, `all_greedy=True`), once per missing
+value. Each is guarded by the configs in which that warmup call launched the kernel.
+Values computed from request data through calls (`next_power_of_2(num_logprobs)`) and
+pointer dtypes are not modeled, so not fixed.
 
-**Fix safety.** No automatic fix yet: `do_not_specialize` changes the compiled code
-(usually harmless for loop bounds), and the extra warmup batch costs start-up time.
+**Fix safety.** Safe for the warmup calls (start-up only, dummy data, no copy); each
+costs one sampler step and one Triton compile at start-up. `do_not_specialize` is never
+added automatically: it changes the compiled code.
 """
 
 from __future__ import annotations
 
-from warmlint import sinks
+from warmlint.edits import InsertCall, NoFix, Rows
+from warmlint.facts import ALIGNED, BATCH_INPUT
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid
-from warmlint.serving import BATCH_INPUT
-from warmlint.specialization import ALIGNED, specialization_gaps
+from warmlint.rule_api import Invalid, Valid
 
 CODE = "WL004"
 NAME = "triton-specialization-gap"
+SUMMARY = "Request input reaches a Triton specialization the warmups never compile"
+FIX_SAFETY = "safe (warmlint fix adds a warmup call per missing class or value)"
 MESSAGE = ("Triton kernel `{kernel}` compiles one variant per {what} `{param}`; the warmups "
            "compile only {{{warmed}}}{note}, but serving also produces {{{missing}}} from "
            "{inputs}, so the first such request recompiles it; {fix}; configs: {configs}")
@@ -98,48 +108,107 @@ def _fmt(classes) -> str:
 
 
 def check(facts):
-    from warmlint.configs import facts_as_decisions
-
-    for gap in specialization_gaps(facts):
-        hit, sig, param, kernel = gap.hit, gap.sig, gap.param, gap.kernel
-        configs, exact = gap.program.leaf_configs(sorted(gap.leaves))
-        common = set.intersection(*(set(facts_as_decisions(c)) for c in gap.cfgs))
-        configs += [d.text() for d in sorted(common, key=lambda d: d.key)]
-        constexpr = param in sig.constexpr
+    for gap in facts.specialization_gaps:
+        param = gap.param
+        configs, exact = gap.configs()
         pointer = (gap.warmed | gap.missing) <= {"tensor", "None"}
-        what = ("value of the tl.constexpr" if constexpr else
+        what = ("value of the tl.constexpr" if gap.constexpr else
                 "None-ness (Triton specializes None arguments) of the argument" if pointer else
                 "class (== 1, % 16 == 0, other) of the int parameter")
         note = ""
-        if not constexpr and ALIGNED in gap.warmed and BATCH_INPUT in gap.inputs:
+        if not gap.constexpr and ALIGNED in gap.warmed and BATCH_INPUT in gap.inputs:
             note = (" (the warmup batch, max_num_seqs, is unknown statically: taken as one "
                     "class, a multiple of 16)")
         fix = (f"warm a request that makes `{param}` take the missing value"
-               if constexpr or pointer else
+               if gap.constexpr or pointer else
                f"warm a batch in the missing class, or add do_not_specialize=[\"{param}\"] to "
-               f"@{sig.decorator.split('(')[0]} if the specialization buys nothing")
-        name = kernel.rsplit(".", 1)[-1]
+               f"@{gap.decorator.split('(')[0]} if the specialization buys nothing")
+        name = gap.kernel_name
         yield Finding(
-            rule=CODE, name=NAME, path=hit.site.path, line=hit.site.line, col=hit.site.col,
-            function=hit.stack[-1][1] if hit.stack else "", condition=f"{name}.{param}",
+            rule=CODE, name=NAME, path=gap.site.path, line=gap.site.line, col=gap.site.col,
+            function=gap.function, condition=f"{name}.{param}",
             outcome=_fmt(gap.missing), inputs=sorted(gap.inputs),
-            sinks=[sinks.as_json(kernel, hit.site.path, hit.site.line)],
-            chain=[q for _, q in hit.stack[1:] if not q.startswith("<")]
-            + [name + sinks.kind_of(kernel).launch_suffix],
-            warmups=sorted(w.ref.qualname for w in gap.program.warmups), configs=configs,
+            sinks=gap.sinks, chain=gap.chain, warmups=gap.warmups, configs=configs,
             message=MESSAGE.format(kernel=name, what=what, param=param,
                                    warmed=_fmt(gap.warmed), note=note,
                                    missing=_fmt(gap.missing),
                                    inputs=", ".join(sorted(gap.inputs)), fix=fix,
                                    configs=", ".join(configs) if configs else "all"),
-            extra={"kernel": kernel, "parameter": param, "constexpr": constexpr,
+            extra={"kernel": gap.kernel, "parameter": param, "constexpr": gap.constexpr,
                    "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
-                   "identity": f"{kernel}:{param}", "configs_exact": exact,
+                   "identity": f"{gap.kernel}:{param}", "configs_exact": exact,
                    "paths": gap.paths,
-                   "runner": gap.program.runner},
+                   "runner": gap.runner},
+            subject=gap,
         )
 
 
-RULE = Rule(code=CODE, name=NAME, summary="Request input reaches a Triton specialization "
-            "the warmups never compile", doc=__doc__, check=check,
-            fix_safety="no automatic fix", examples=EXAMPLES)
+def fix(finding, facts):
+    """After each warmup call that launched the kernel, the call again taking the missing
+    class: on its first N rows for a batch-size class, else with the request fields a
+    serving path producing the class has (``top_k=None``, ``all_greedy=True``); guarded by
+    the configs in which that call launched the kernel."""
+    gap = finding.subject
+    by_rows = gap.inputs == {BATCH_INPUT} and not gap.constexpr
+    edits, reasons = [], []
+    for cls in sorted(gap.missing):
+        rows = gap.smallest_batch(cls) if by_rows else None
+        if by_rows and rows is None:
+            reasons.append(f"no batch size in class {cls} reaches the launch")
+            continue
+        for call in gap.warm_calls:
+            if call.anchor is None:
+                continue
+            edit = (_rows_edit(gap, call, rows, cls) if by_rows else
+                    _value_edit(gap, call, cls, reasons))
+            if edit is not None:
+                edits.append(edit)
+                if not by_rows:
+                    # One call per missing value: where it is still missing in other
+                    # configs (another warmup call launches the kernel there), the next
+                    # round of `fix` sees it and adds that call.
+                    break
+    if not edits:
+        raise NoFix(reasons[0] if reasons else "no warmup call that launches the kernel "
+                    "passes one request object by name")
+    return edits
+
+
+def _guarded(gap, call, extra: tuple = ()) -> tuple:
+    guard, reads_envs = call.guard(gap.launch_decisions(call))
+    return tuple(guard) + extra, ("envs",) * reads_envs
+
+
+def _rows_edit(gap, call, rows: int, cls: str):
+    classes = call.request_classes
+    arg = call.request_argument(classes) if len(classes) == 1 else None
+    if arg is None:
+        return None  # slicing two request objects consistently is not attempted
+    guard, names = _guarded(gap, call, (f"{call.batch_var} > {rows}",) if call.batch_var else ())
+    note = (f"Warm `{gap.kernel_name}` for a batch of {rows} rows ({gap.param} {cls}): "
+            f"Triton compiles it once per class of {gap.param} (added by warmlint fix).")
+    return InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
+                      rows=Rows(rows, call.per_row_arguments, arg.per_row_fields),
+                      guard=guard, note=note, names=names)
+
+
+def _value_edit(gap, call, cls: str, reasons: list):
+    options = []
+    for name in sorted(call.request_classes):
+        arg = call.request_argument({name})
+        if arg is None:
+            continue
+        try:
+            options.append((gap.request_changes(arg, cls), arg))
+        except NoFix as exc:
+            reasons.append(exc.reason)
+    if not options:
+        return None
+    changes, arg = min(options, key=lambda o: len(o[0]))
+    guard, names = _guarded(gap, call)
+    names += ("torch",) * any("torch" in v for _, v in changes)
+    what = "value" if gap.constexpr else "None-ness" if cls in ("None", "tensor") else "class"
+    note = (f"Warm `{gap.kernel_name}` with {gap.param} {cls}: Triton compiles one variant "
+            f"per {what} of {gap.param} (added by warmlint fix).")
+    return InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
+                      set_fields=tuple(changes), guard=guard, note=note, names=names)

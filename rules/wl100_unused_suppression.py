@@ -32,11 +32,15 @@ suppression without a reason, write the reason after the brackets:
 from __future__ import annotations
 
 from warmlint.findings import Finding
-from warmlint.rule_api import Invalid, Rule, Valid
-from warmlint.rules import wl001_unwarmed_dispatch_branch as wl001
+from warmlint.rule_api import Invalid, Valid
+from warmlint.rule_examples import SEEDED_CALL, seeded_sampler
 
 CODE = "WL100"
 NAME = "unused-suppression"
+SUMMARY = "Suppression comment that suppresses nothing"
+FIX_SAFETY = "no automatic fix"
+NO_FIX = "whether the suppression's reason still holds is for a person to say"
+KIND = "meta"  # its findings come from the suppression pass, not from the analysis
 MESSAGE = {
     "unused": "`{pragma}` suppresses nothing: no {codes} finding on this line or the next",
     "no-reason": "`{pragma}` has no reason, so it suppresses nothing; say why the outcome "
@@ -45,17 +49,17 @@ MESSAGE = {
     "malformed": "`{pragma}` is not a suppression; write `# warmlint: ok[CODE,...] <reason>`",
 }
 
-# The WL001 example's seeded branch: cold without the extra warmup call, warm with it.
+# The seeded example's branch (WL001's): cold without the extra warmup call, warm with it.
 _REASON = "  # warmlint: ok[WL001] seeded requests are rare here; one compile is accepted"
 
 EXAMPLES = [
-    Invalid(wl001._example(marker=_REASON + "  # expect: WL100", extra=wl001._SEEDED),
+    Invalid(seeded_sampler(marker=_REASON + "  # expect: WL100", extra=SEEDED_CALL),
             note="The warmup now takes the seeded outcome: the suppression is stale."),
-    Invalid(wl001._example(marker="  # warmlint: ok[WL001]  # expect: WL001  # expect: WL100"),
+    Invalid(seeded_sampler(marker="  # warmlint: ok[WL001]  # expect: WL001  # expect: WL100"),
             note="No reason: the finding is still reported, and so is the suppression."),
-    Invalid(wl001._example(marker="  # warmlint: ok[WL999] typo  # expect: WL001  # expect: WL100"),
+    Invalid(seeded_sampler(marker="  # warmlint: ok[WL999] typo  # expect: WL001  # expect: WL100"),
             note="An unknown code suppresses nothing."),
-    Valid(wl001._example(marker=_REASON),
+    Valid(seeded_sampler(marker=_REASON),
           note="A reasoned suppression on the finding's line hides it and is used."),
 ]
 
@@ -73,6 +77,3 @@ def check(problems):
                                                       "reason": sup.reason}},
         )
 
-
-RULE = Rule(code=CODE, name=NAME, summary="Suppression comment that suppresses nothing",
-            doc=__doc__, check=check, kind="meta", examples=EXAMPLES)

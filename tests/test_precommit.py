@@ -219,10 +219,6 @@ def test_readme_snippet_fixes_a_regression_in_one_retry(tmp_path, repo_snapshot,
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, raises=NotConverged, reason=(
-    "with every rule selected, `warmlint fix` is not a fixpoint: its seeded warmup call "
-    "launches `_mask_kernel` at a batch class it then warms with a second call on the next "
-    "run, so the commit needs two retries; flip once fix converges (other branch)"))
 def test_readme_snippet_with_every_rule_converges_in_one_retry(tmp_path, repo_snapshot,
                                                                shared_home):
     fork = _regression_commit(tmp_path, repo_snapshot, shared_home, "")

@@ -51,8 +51,8 @@ def _finding(**changes) -> Finding:
 def _synthetic_report(tmp_path: Path) -> Report:
     related = [{"path": "vllm/v1/worker/gpu_model_runner.py", "line": 40, "col": 9,
                 "message": "the warmup that never seeds a request"}]
-    fix = {"description": "Call the sampler again on replace(metadata, generators=...)",
-           "safe": True}
+    fix = {"available": True, "description": "Call the sampler again on "
+           "replace(metadata, generators=...)", "safe": True, "reason": ""}
     findings = [_finding(related=related, fix=fix), _finding(rule="WL100",
                 name="unused-suppression", line=3, col=1, function="<module>")]
     errors = [{"path": "vllm/broken.py", "line": 7, "message": "syntax error: invalid syntax"}]
@@ -130,7 +130,8 @@ def test_sarif_synthetic_report_is_schema_valid_and_complete(tmp_path, validator
 def test_sarif_fix_with_edits(tmp_path, validator):
     edits = [{"path": "vllm/v1/worker/gpu_model_runner.py", "line": 30, "col": 1,
               "text": "        self.sampler(...)\n"}]
-    report = Report(tmp_path, [_finding(fix={"description": "warm it", "edits": edits})], [], {})
+    report = Report(tmp_path, [_finding(fix={"available": True, "description": "warm it",
+                                              "edits": edits})], [], {})
     doc = sarif.to_sarif(report)
     assert_valid(validator, doc)
     change = doc["runs"][0]["results"][0]["fixes"][0]["artifactChanges"][0]

@@ -6,7 +6,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmlint import __version__, fixes, shift
+from warmlint import __version__, shift
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
 from warmlint.index import code_digest
@@ -56,22 +56,31 @@ def _report_from_cache(root: Path, cached) -> Report | None:
 
 
 def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
-                 packages: tuple[str, ...] | None = None, progress: str = "off") -> Report:
+                 packages: tuple[str, ...] | None = None, progress: str = "off",
+                 overlay: dict | None = None) -> Report:
     """Run the analysis and every enabled rule; no filtering by path or suppression.
 
-    progress: a ``warmlint.progress`` mode; the ticker counts the files read so far."""
+    progress: a ``warmlint.progress`` mode; the ticker counts the files read so far.
+    ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round)."""
     from warmlint.analysis import analyze
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
     from warmlint.rules import load
 
-    tree = SourceTree(root, cache, tuple(settings.exclude), packages, settings.max_file_size)
-    findings: list[Finding] = []
+    from warmlint.facts import Facts as RuleFacts
+
+    tree = SourceTree(root, cache, tuple(settings.exclude), packages, settings.max_file_size,
+                      overlay)
+    produced: dict = {}  # code -> findings in the order the rule produced them (fixes)
     with Ticker(f"analyzing {root}", lambda: f"{len(tree.files_read)} files read", progress):
         facts = analyze(tree, settings)
+        rule_facts = RuleFacts(facts)
         for rule in load():
             if rule.kind == "analysis" and settings.rule_enabled(rule.code):
-                findings.extend(rule.check(facts))
+                produced[rule.code] = list(rule.check(rule_facts))
+                for finding in produced[rule.code]:
+                    finding.fix = rule.fix_status(finding, rule_facts)
+    findings: list[Finding] = [f for found in produced.values() for f in found]
     findings.sort(key=sort_key)
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]
     errors += [{"path": p, "line": line, "message": msg} for p, line, msg in facts.errors]
@@ -83,7 +92,8 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)
     report.sources = tree.bytes_read()
-    report.facts = facts  # for `warmlint fix`; not part of the JSON
+    report.facts = facts  # for `warmlint fix` and the plugin; not part of the JSON
+    report.rule_facts, report.produced = rule_facts, produced
     return report
 
 
@@ -112,7 +122,6 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
             return report
     report = analyze_tree(root, settings, cache, progress=progress)
-    fixes.annotate(report.findings, report.facts)  # before caching: a hit carries them too
     if cache is not None:
         payload = dict(report.to_json(), files=report.files)
         cache.put_result(key, report.deps, payload, report.codes,

@@ -27,6 +27,7 @@ class ColdOutcome:
     cfgs: list = field(default_factory=list)  # path-level config facts at the hits
     entries: list = field(default_factory=list)  # warmup Entry replays that reached it
     paths: list = field(default_factory=list)  # request facts of every path reaching a sink
+    path_facts: list = field(default_factory=list)  # the same paths' facts ({sym key: SymFact})
 
     @property
     def div(self) -> Divergence:
@@ -112,6 +113,7 @@ def cold_outcomes(facts: Facts) -> list[ColdOutcome]:
                     path = request_facts(hit.facts)
                     if hit.sink_id in best and path not in item.paths:
                         item.paths.append(path)
+                        item.path_facts.append(hit.facts)
         result += _merge_outcomes(list(merged.values()))
     return result
 
@@ -131,5 +133,8 @@ def _merge_outcomes(items: list[ColdOutcome]) -> list[ColdOutcome]:
         head.leaves = sorted(set(head.leaves) | set(item.leaves))
         head.cfgs += item.cfgs
         head.entries += item.entries
-        head.paths += [p for p in item.paths if p not in head.paths]
+        for path, facts in zip(item.paths, item.path_facts):
+            if path not in head.paths:
+                head.paths.append(path)
+                head.path_facts.append(facts)
     return list(groups.values())

@@ -6,8 +6,9 @@ outcome, sinks), never its line, so baselines survive unrelated edits above it.
 
 from __future__ import annotations
 
+import copy
 import hashlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 
 
 @dataclass
@@ -27,8 +28,11 @@ class Finding:
     warmups: list = field(default_factory=list)
     configs: list = field(default_factory=list)
     related: list = field(default_factory=list)  # [{"path", "line", "col", "message"}]
-    fix: dict | None = None  # {"available", "safe", "description"}: warmlint.fixes
+    fix: dict | None = None  # {"available", "safe", "description", "reason"}: Rule.fix_status
     extra: dict = field(default_factory=dict)
+    # What the finding is about in the analysis (the rule's own handle, for its ``fix``);
+    # never serialized, absent on findings read back from the cache.
+    subject: object = field(default=None, repr=False, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -38,7 +42,8 @@ class Finding:
         return hashlib.sha1(key.encode()).hexdigest()[:16]
 
     def to_json(self) -> dict:
-        data = asdict(self)
+        data = {f.name: copy.deepcopy(getattr(self, f.name)) for f in fields(self)
+                if f.name != "subject"}
         data["fingerprint"] = self.fingerprint
         if not data["fix"]:
             data.pop("fix")

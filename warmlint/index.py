@@ -230,8 +230,9 @@ class SourceTree:
 
     def __init__(self, root: Path, cache: SummaryCache | None = None,
                  exclude: tuple[str, ...] = (), packages: tuple[str, ...] | None = None,
-                 max_bytes: int = DEFAULT_MAX_BYTES):
+                 max_bytes: int = DEFAULT_MAX_BYTES, overlay: dict | None = None):
         self.root = root.resolve()
+        self.overlay = overlay or {}  # rel path -> text read instead of the file (`fix`)
         self.cache = cache
         self.max_bytes = max_bytes  # a bigger file is an error entry, not minutes of parsing
         self.exclude = exclude
@@ -342,6 +343,8 @@ class SourceTree:
         self.errors.append(err)
 
     def _read(self, rel: str) -> bytes:
+        if rel in self.overlay:
+            return self.overlay[rel].encode("utf-8")
         try:  # regular files only (a FIFO would block), at most max-file-size bytes
             return read_regular(self.root / rel, self.max_bytes)
         except OSError as exc:

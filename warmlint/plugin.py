@@ -107,22 +107,23 @@ def _generate(root: Path, settings, replace_name: str):
     """(source or None, the files it depends on, the analysis's problems)."""
     from warmlint.check import analyze_tree
     from warmlint.codemod.plan import build_plan
-    from warmlint.codemod.transform import apply_insertions
+    from warmlint.codemod.transform import apply_edits
+    from warmlint.edits import InsertCall
 
     report = analyze_tree(root, settings, None, packages=("vllm",))
     if report.incomplete:
         return None, report.deps, report.incomplete
     if f"{TARGET_MODULE}.{TARGET}" not in report.stats["warmups"]:  # not "already warm"
         return None, report.deps, [f"{TARGET} not found as a warmup of the installed vLLM"]
-    plan = build_plan(report.facts, fields=FIELDS)
-    insertions = [i for i in plan.insertions if i.qualname == TARGET]
+    plan = build_plan(report, fields=FIELDS)
+    insertions = [e for e in plan.edits if isinstance(e, InsertCall) and e.function == TARGET]
     source = None
     if insertions:
         tree = report.facts.tree
         info = tree.toc(TARGET_MODULE).classes["GPUModelRunner"].methods["_dummy_sampler_run"]
         method = "".join(tree.lines(TARGET_MODULE)[info.start - 1: info.end])
         wrapped = "class GPUModelRunner:\n" + method
-        new, applied = apply_insertions(wrapped, insertions, replace_name=replace_name)
+        new, applied = apply_edits(wrapped, insertions, replace_name=replace_name)
         if applied:
             source = textwrap.dedent(new.split("\n", 1)[1])
     return source, report.deps, []

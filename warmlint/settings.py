@@ -51,7 +51,9 @@ DEFAULT_ASSUME: dict[str, Any] = {
 
 @dataclass
 class Settings:
-    select: tuple[str, ...] = ("WL001", "WL002", "WL003", "WL004", "WL100")
+    # Every rule file in rules/ is selected by default (rules.codes() lists them by file
+    # name, importing no rule).
+    select: tuple[str, ...] = field(default_factory=lambda: _all_rules())
     ignore: tuple[str, ...] = ()
     warmup_files: tuple[str, ...] = ("**/worker/gpu_model_runner.py", "**/worker/gpu/model_runner.py")
     warmup_methods: tuple[str, ...] = ("_dummy_*_run",)
@@ -114,6 +116,12 @@ class Settings:
         return out
 
 
+def _all_rules() -> tuple:
+    from warmlint.rules import codes
+
+    return codes()
+
+
 KEYS = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(Settings)}
 # What each value may be, beyond its type (the type comes from the default): integer
 # ranges, the values a table's entries may take, and keys holding rule codes.
@@ -160,9 +168,9 @@ def apply(settings: Settings, table: dict, origin: str) -> Settings:
 
 
 def _codes() -> list:
-    from warmlint.rules import MODULES  # the codes only: no rule module is imported
+    from warmlint.rules import codes  # the codes only: no rule module is imported
 
-    return sorted(MODULES)
+    return sorted(codes())
 
 
 def _strings(value, name: str, where: str) -> list:

@@ -185,6 +185,9 @@ class Gap:
     cfgs: list = field(default_factory=list)
     warm_hits: list = field(default_factory=list)  # warmup launches of the kernel
     paths: list = field(default_factory=list)  # request facts on paths reaching the gap
+    path_leaves: list = field(default_factory=list)  # leaf indices of each path
+    # missing class -> [(leaf index, serving SinkHit)] producing it (fixes read its facts)
+    missing_hits: dict = field(default_factory=dict)
 
     @property
     def inputs(self) -> set:
@@ -259,6 +262,8 @@ def specialization_gaps(facts) -> list[Gap]:
                         gap = gaps.setdefault(key, Gap(program, kernel, param, hit, sig))
                         gap.leaves.add(index)
                         gap.missing |= got - had
+                        for cls in got - had:
+                            gap.missing_hits.setdefault(cls, []).append((index, hit))
                         gap.warmed |= had
                         named, tainted = direct_inputs(value)
                         gap.named |= named
@@ -267,5 +272,26 @@ def specialization_gaps(facts) -> list[Gap]:
                         path = request_facts(hit.facts)
                         if path not in gap.paths:
                             gap.paths.append(path)
+                            gap.path_leaves.append(set())
+                        gap.path_leaves[gap.paths.index(path)].add(index)
                         gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
+    for gap in gaps.values():
+        _path_configs(gap)
     return [gaps[k] for k in sorted(gaps)]
+
+
+def _path_configs(gap: Gap) -> None:
+    """Give each path the leaf decisions it needs beyond the gap's own (``configs``): a
+    path only speculative decoding has (no 8-row minimum there) must not predict a
+    compile for a plain batch of 1 (``warmlint verify``)."""
+    leaves = gap.program.leaves
+
+    def common(indices) -> set:
+        return set.intersection(*(set(leaves[i].decisions) for i in indices))
+
+    shared = common(gap.leaves)
+    for path, indices in zip(gap.paths, gap.path_leaves):
+        own = [d.text() for d in leaves[min(indices)].decisions
+               if d in common(indices) - shared]
+        if own:
+            path["configs"] = own

@@ -150,13 +150,16 @@ def problems(sups: list[Suppression], known: set, enabled) -> list[Problem]:
 
 def apply(report, settings):
     """Drop suppressed findings from ``report`` and add WL100 findings; returns it."""
-    from warmlint.rules import MODULES, load
+    from warmlint.rules import codes, load
 
     sups = scan(Path(report.root), getattr(report, "files", ()), settings.max_file_size)
     kept = match(report.findings, sups)
     report.stats["suppressed"] = len(report.findings) - len(kept)
-    if META_CODE in MODULES and settings.rule_enabled(META_CODE):
+    known = set(codes())
+    if META_CODE in known and settings.rule_enabled(META_CODE):
         meta = load({META_CODE})[0]
-        kept.extend(meta.check(problems(sups, set(MODULES), settings.rule_enabled)))
+        for finding in meta.check(problems(sups, known, settings.rule_enabled)):
+            finding.fix = meta.fix_status(finding, None)
+            kept.append(finding)
     report.findings = sorted(kept, key=sort_key)
     return report

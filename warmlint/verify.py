@@ -102,10 +102,12 @@ ROUTING = {_M + n for n in ("generators", "top_k", "top_p", "all_greedy", "max_n
                             "logprob_token_ids")}
 
 
-def _path_matches(path: dict, kind: str, batch: int) -> bool:
+def _path_matches(path: dict, kind: str, batch: int, config: dict) -> bool:
     facts = facts_of(kind)
     if batch < path.get("batch size >=", 0):
         return False
+    if not all(config_holds(c, config) for c in path.get("configs", [])):
+        return False  # a path of other configs (speculative decoding has no 8-row minimum)
     return all(facts[key] == value for key, value in path.items() if key in ROUTING)
 
 
@@ -114,7 +116,7 @@ def predicts(finding: dict, kind: str, batch: int, config: dict) -> bool:
     if not all(config_holds(c, config) for c in finding.get("configs", [])):
         return False
     extra = finding.get("extra", {})
-    if not any(_path_matches(p, kind, batch) for p in extra.get("paths") or [{}]):
+    if not any(_path_matches(p, kind, batch, config) for p in extra.get("paths") or [{}]):
         return False
     if finding["rule"] == "WL001":
         facts = facts_of(kind)

@@ -1,4 +1,12 @@
-"""Compute the fixed sources of a tree: analyze, plan, apply, and check the result."""
+"""Compute the fixed sources of a tree: analyze, plan, apply, check; until nothing changes.
+
+A fix changes what the warmup warms, and so what the analysis finds: a seeded warmup
+call makes ``_topk_topp_kernel`` warm from a new launch site, whose batch class is then
+the next gap. ``fix`` therefore plans from the tree as it will be after its own edits:
+it re-analyzes the edited sources in memory (``SourceTree`` overlay) and plans again,
+until a round changes nothing (at most ``MAX_ROUNDS``), so one run is a fixed point and
+``fix`` then ``fix --check`` exits 0.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +15,8 @@ from pathlib import Path
 
 import libcst as cst
 
-from warmlint.codemod.plan import Removal, build_plan
-from warmlint.codemod.transform import apply_insertions
+from warmlint.codemod.plan import build_plan
+from warmlint.codemod.transform import apply_edits
 
 
 @dataclass
@@ -19,42 +27,79 @@ class FileFix:
     applied: list = field(default_factory=list)
 
 
+MAX_ROUNDS = 4  # 0.20.0 and the fixtures need 2 rounds of edits (and a third to see none)
+
+
 @dataclass
 class FixResult:
     files: list = field(default_factory=list)  # [FileFix] that change
-    unfixable: list = field(default_factory=list)  # [(Finding-like dict, reason)]
+    unfixable: list = field(default_factory=list)  # [(Finding, reason)] left after the fix
     skipped: list = field(default_factory=list)  # [(path, reason)]
-    report: object = None
+    report: object = None  # the analysis of the fixed tree
+    rounds: int = 0  # rounds that changed something
+    converged: bool = True  # False: MAX_ROUNDS rounds still had edits to make
 
 
 def compute_fixes(root: Path, settings, fields: set | None = None,
                   progress: str = "off") -> FixResult:
     from warmlint.check import analyze_tree
 
-    report = analyze_tree(root, settings, None, progress=progress)
-    facts = report.facts
-    plan = build_plan(facts, fields=fields)
-    result = FixResult(report=report)
-    broken = {e["path"] for e in report.errors}
-    for cold, reason in plan.unfixable:
-        result.unfixable.append((cold.div.site, reason))
-    by_path: dict = {}
-    for change in plan.insertions + plan.removals:
-        by_path.setdefault(change.path, []).append(change)
-    for rel, changes in sorted(by_path.items()):
-        insertions = [c for c in changes if not isinstance(c, Removal)]
-        removals = [c for c in changes if isinstance(c, Removal)]
-        if rel in broken:  # never touch a file we could not fully analyze
-            result.skipped.append((rel, "the file has analysis errors"))
+    def analyze(texts: dict, banned: set):
+        report = analyze_tree(root, settings, None, progress=progress, overlay=texts)
+        return report, build_plan(report, fields=fields, banned=banned)
+
+    texts: dict = {}  # rel -> text after the rounds so far
+    originals: dict = {}
+    applied: dict = {}
+    skipped: dict = {}
+    banned: set = set()  # content of edits that did not take what they were for
+    result = FixResult()
+    report, plan = analyze(texts, banned)
+    while plan.edits:
+        if result.rounds == MAX_ROUNDS:
+            result.converged = False
+            break
+        new_texts, done = _apply(root, report, plan, texts, originals, skipped)
+        if new_texts == texts:
+            break
+        new_report, new_plan = analyze(new_texts, banned)
+        # An edit planned again after it was made did not take its outcome (it needs a
+        # second request field, say): drop it and redo the round without it.
+        again = {e.content for e in plan.edits} & {e.content for e in new_plan.edits}
+        if again:
+            banned |= again
+            plan = build_plan(report, fields=fields, banned=banned)
             continue
-        old = (root / rel).read_bytes().decode("utf-8")
-        first_party = {name.split(".")[0] for name in facts.tree.modules}
-        new, applied = apply_insertions(old, insertions, _envs_module(facts, rel), first_party,
-                                        removals=removals)
-        _check_output(rel, new)
-        if new != old:
-            result.files.append(FileFix(rel, old, new, applied))
+        for rel, edits in done.items():
+            applied[rel] = applied.get(rel, []) + edits
+        texts, report, plan = new_texts, new_report, new_plan
+        result.rounds += 1
+    result.report, result.unfixable = report, plan.unfixable
+    result.skipped = sorted(skipped.items())
+    result.files = [FileFix(rel, originals[rel], texts[rel], applied[rel])
+                    for rel in sorted(texts) if texts[rel] != originals[rel]]
     return result
+
+
+def _apply(root: Path, report, plan, texts: dict, originals: dict, skipped: dict):
+    """(texts after one round's plan, {rel: edits applied})."""
+    facts = report.facts
+    broken = {e["path"] for e in report.errors}
+    by_path: dict = {}
+    for edit in plan.edits:
+        by_path.setdefault(edit.path, []).append(edit)
+    texts, done = dict(texts), {}
+    for rel, edits in sorted(by_path.items()):
+        if rel in broken:  # never touch a file we could not fully analyze
+            skipped[rel] = "the file has analysis errors"
+            continue
+        if rel not in texts:
+            originals[rel] = texts[rel] = (root / rel).read_bytes().decode("utf-8")
+        first_party = {name.split(".")[0] for name in facts.tree.modules}
+        new, done[rel] = apply_edits(texts[rel], edits, _envs_module(facts, rel), first_party)
+        _check_output(rel, new)
+        texts[rel] = new
+    return texts, done
 
 
 def _envs_module(facts, rel: str) -> str:

@@ -1,9 +1,10 @@
-"""The LibCST command that inserts warmup calls, and the import it may need.
+"""The LibCST command that applies rules' edits (``warmlint.edits``) to a module.
 
-Everything outside the edited warmup method and the import block round-trips byte for
-byte (LibCST). The inserted call goes right after the warmup's own entry call, so it sits
-inside the same ``try`` that turns an out-of-memory error into an actionable message,
-and it passes the same logits tensor (no copy: the warmup's output is discarded).
+It knows edits, not rules. Everything outside the edited functions and the import block
+round-trips byte for byte (LibCST). An ``InsertCall`` goes right after the warmup's own
+entry call, so it sits inside the same ``try`` that turns an out-of-memory error into an
+actionable message, and it passes the same logits tensor (no copy: the warmup's output
+is discarded); the imports its code needs are added where isort would put them.
 """
 
 from __future__ import annotations
@@ -13,29 +14,11 @@ import textwrap
 import libcst as cst
 from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 
+from warmlint.codemod.anchors import at, insert_after
 from warmlint.codemod.imports import add_from_import, add_import
-from warmlint.codemod.plan import Insertion
+from warmlint.edits import InsertCall, ReplaceExpression
 
 LINE = 88  # vLLM's ruff line length
-
-_OPS = {("truthy", True): "{a}", ("truthy", False): "not {a}",
-        ("is_none", True): "{a} is None", ("is_none", False): "{a} is not None",
-        ("eq", True): "{a} == {c}", ("eq", False): "{a} != {c}",
-        ("in", True): "{a} in {c}", ("in", False): "{a} not in {c}"}
-
-
-def _const(value) -> str:
-    if isinstance(value, frozenset):
-        items = sorted(value, key=repr)
-        return "(" + ", ".join(_const(v) for v in items) + ("," if len(items) == 1 else "") + ")"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
-
-
-def guard_terms(guard: list) -> list[str]:
-    return [_OPS[(d.op, d.outcome)].format(a=atom, c=_const(d.const)) for d, atom in guard
-            if (d.op, d.outcome) in _OPS]
 
 
 def format_guard(terms: list[str], indent: int) -> str:
@@ -108,23 +91,23 @@ def _bound_names(module: cst.Module) -> dict:
     return names
 
 
-class InsertWarmupCalls(VisitorBasedCodemodCommand):
-    DESCRIPTION = "Insert guarded warmup sampler calls that take cold dispatch outcomes."
+class ApplyEdits(VisitorBasedCodemodCommand):
+    DESCRIPTION = "Apply warmlint's edits: guarded warmup calls, replaced expressions."
 
-    def __init__(self, context: CodemodContext, insertions: list, envs_module: str = "vllm.envs",
-                 first_party: set | None = None, replace_name: str | None = None,
-                 removals: list = ()):
+    def __init__(self, context: CodemodContext, edits: list, envs_module: str = "vllm.envs",
+                 first_party: set | None = None, replace_name: str | None = None):
         super().__init__(context)
-        self.removals: dict = {}
-        for removal in removals:
-            self.removals.setdefault(removal.qualname, set()).add(_norm(removal.copy_code))
+        self.replacements: dict = {}  # function -> {old source without spaces: edit}
+        self.by_function: dict = {}  # function -> [InsertCall]
+        for edit in edits:
+            if isinstance(edit, ReplaceExpression):
+                self.replacements.setdefault(edit.function, {})[_norm(edit.old)] = edit
+            else:
+                self.by_function.setdefault(edit.function, []).append(edit)
         self.forced_replace = replace_name  # the plugin edits one method: no import block
         self.first_party = first_party or {envs_module.split(".")[0]}
         self.needed: list = []
         self.indent_unit = 4
-        self.by_function: dict = {}
-        for ins in insertions:
-            self.by_function.setdefault(ins.qualname, []).append(ins)
         self.envs_module = envs_module
         self.classes: list = []
         self.replace_name = "replace"
@@ -163,11 +146,11 @@ class InsertWarmupCalls(VisitorBasedCodemodCommand):
     def leave_FunctionDef(self, original: cst.FunctionDef, updated: cst.FunctionDef):
         qual = ".".join(self.classes + [updated.name.value])
         updated = self._insert(qual, updated)
-        copies = self.removals.get(qual)
-        if copies:
-            remover = _RemoveCopies(copies)
-            updated = updated.visit(remover)
-            self.applied.extend(remover.removed)
+        replacements = self.replacements.get(qual)
+        if replacements:
+            replacer = _Replace(replacements)
+            updated = updated.visit(replacer)
+            self.applied.extend(replacer.applied)
         return updated
 
     def _insert(self, qual: str, updated: cst.FunctionDef) -> cst.FunctionDef:
@@ -176,26 +159,28 @@ class InsertWarmupCalls(VisitorBasedCodemodCommand):
             return updated
         body = list(updated.body.body)
         groups: dict = {}
-        for ins in todo:
-            groups.setdefault(ins.anchor, []).append(ins)
+        for edit in todo:
+            groups.setdefault(edit.anchor, []).append(edit)
         for anchor in sorted(groups, key=lambda a: [str(x).zfill(6) for x in a], reverse=True):
-            anchor_stmt = _at(body, anchor)
+            anchor_stmt = at(body, anchor)
             indent = self.indent_unit * (len(self.classes) + 1 + len(anchor) // 2)
-            todo_here = sorted(groups[anchor], key=lambda i: (i.rows or 0, i.field))
-            new = [self._statement(ins, anchor_stmt, indent) for ins in todo_here]
+            todo_here = sorted(groups[anchor], key=lambda e: (e.rows.count if e.rows else 0,
+                                                               e.field))
+            new = [self._statement(edit, anchor_stmt, indent) for edit in todo_here]
             new = [n for n in new if n is not None]
             if new:
                 # After a `return self.sampler(...)` the call would never run: go before it.
                 returns = isinstance(anchor_stmt, cst.SimpleStatementLine) and isinstance(
                     anchor_stmt.body[0], cst.Return)
-                body = _insert_after(body, anchor, new, before=returns)
+                body = insert_after(body, anchor, new, before=returns)
         return updated.with_changes(body=updated.body.with_changes(body=body))
 
-    def _statement(self, ins: Insertion, anchor_stmt, indent: int) -> cst.BaseStatement | None:
-        call = _find_call(anchor_stmt, ins.call_code)
+    def _statement(self, edit: InsertCall, anchor_stmt, indent: int) -> cst.BaseStatement | None:
+        call = _find_call(anchor_stmt, edit.call)
         if call is None:
             return None
-        self._imports(ins)
+        self._imports(edit)
+        rows = edit.rows.count if edit.rows else None
         args, positional, meta = [], 0, None
         for arg in call.args:
             key = arg.keyword.value if arg.keyword is not None else positional
@@ -203,44 +188,44 @@ class InsertWarmupCalls(VisitorBasedCodemodCommand):
                 positional += 1
             prefix = f"{arg.keyword.value}=" if arg.keyword is not None else arg.star
             text = _code(arg.value)
-            if key == ins.arg:
-                meta = self._meta(arg.value, ins)
-            elif ins.rows and key in ins.row_args:
-                text += f"[:{ins.rows}]"
-            args.append((prefix, text, key == ins.arg))
-        terms = guard_terms(ins.guard)
-        if ins.rows and ins.batch_var:
-            terms.append(f"{ins.batch_var} > {ins.rows}")
+            if key == edit.request_arg:
+                meta = self._meta(arg.value, edit)
+            elif rows and key in edit.rows.args:
+                text += f"[:{rows}]"
+            args.append((prefix, text, key == edit.request_arg))
+        terms = list(edit.guard)
         inner = indent + (4 if terms else 0)
         body = format_call(_code(call.func), args, meta, inner)
         if terms:
             body = format_guard(terms, indent) + "\n" + textwrap.indent(body, "    ")
-        comment = "".join(f"# {line}\n" for line in textwrap.wrap(ins.note, LINE - indent - 2))
-        self.applied.append(ins)
+        comment = "".join(f"# {line}\n" for line in textwrap.wrap(edit.note, LINE - indent - 2))
+        self.applied.append(edit)
         return cst.parse_statement(comment + body)
 
-    def _meta(self, node: cst.BaseExpression, ins: Insertion) -> tuple:
-        """(replace name, base expression, overrides) for the metadata argument."""
+    def _meta(self, node: cst.BaseExpression, edit: InsertCall) -> tuple:
+        """(replace name, base expression, overrides) for the request-object argument."""
         base, overrides = _code(node), []
         if isinstance(node, cst.Call) and _code(node.func).split(".")[-1] in (
-                "replace", self.replace_name.split(".")[-1]) and node.args:
-            base = _code(node.args[0].value)  # already replace(base, ...): extend it
+                "replace", self.replace_name.split(".")[-1]) and node.args \
+                and all(a.keyword is not None for a in node.args[1:]):
+            base = _code(node.args[0].value)  # already replace(base, k=v): extend it
             overrides = [(a.keyword.value, _code(a.value)) for a in node.args[1:] if a.keyword]
-        if ins.field:
-            overrides = [o for o in overrides if o[0] != ins.field] + [(ins.field, ins.value)]
-        if ins.rows:
+        for name, value in edit.set_fields:
+            overrides = [o for o in overrides if o[0] != name] + [(name, value)]
+        if edit.rows:
             taken = {name for name, _ in overrides}
-            overrides += [(f, f"{base}.{f}[:{ins.rows}]") for f in ins.row_fields if f not in taken]
+            overrides += [(f, f"{base}.{f}[:{edit.rows.count}]") for f in edit.rows.fields
+                          if f not in taken]
         return self.replace_name, base, overrides
 
-    def _imports(self, ins: Insertion) -> None:
+    def _imports(self, edit: InsertCall) -> None:
         if self._bound is None:
             return
         self.needed.extend(getattr(self, "_need", []))
-        if "torch" in ins.value and "torch" not in self._bound:
-            self.needed.append(("torch", None, None))
-        if ins.needs_envs and "envs" not in self._bound:
-            self.needed.append((self.envs_module, None, "envs"))
+        for name in edit.names:
+            if name not in self._bound:
+                self.needed.append((self.envs_module, None, "envs") if name == "envs"
+                                   else (name, None, None))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.indent_unit = len(tree.default_indent.replace("\t", "    "))
@@ -257,22 +242,21 @@ class InsertWarmupCalls(VisitorBasedCodemodCommand):
         return tree
 
 
-class _RemoveCopies(cst.CSTTransformer):
-    """WL003: ``logits.clone()`` -> ``logits`` for the copies the analysis found."""
+class _Replace(cst.CSTTransformer):
+    """``ReplaceExpression`` edits of one function (their parentheses are kept)."""
 
-    def __init__(self, copies: set):
+    def __init__(self, edits: dict):
         super().__init__()
-        self.copies = copies
-        self.removed: list = []
+        self.edits = edits
+        self.applied: list = []
 
-    def leave_Call(self, original: cst.Call, updated: cst.Call):
-        from warmlint.rules.wl003_warmup_extra_copy import copy_source
-
-        if _norm(_code(original)) in self.copies:
-            source = copy_source(updated)
-            if source is not None:
-                self.removed.append(_code(original))
-                return source.with_changes(lpar=updated.lpar, rpar=updated.rpar)
+    def on_leave(self, original, updated):
+        if isinstance(original, cst.BaseExpression):
+            edit = self.edits.get(_norm(_code(original)))
+            if edit is not None:
+                self.applied.append(edit)
+                new = cst.parse_expression(edit.new)
+                return new.with_changes(lpar=updated.lpar, rpar=updated.rpar)
         return updated
 
 
@@ -297,55 +281,11 @@ def _find_call(stmt, code: str):
     return found[0] if found else None
 
 
-def _at(stmts, path):
-    stmt = stmts[path[0]]
-    if len(path) == 1:
-        return stmt
-    return _at(_block(stmt, path[1]), path[2:])
-
-
-def _block(stmt, name):
-    if name.startswith("handlers."):
-        return stmt.handlers[int(name.split(".")[1])].body.body
-    part = getattr(stmt, name)
-    if isinstance(part, cst.If):
-        return [part]
-    return part.body if isinstance(part, cst.IndentedBlock) else part.body.body
-
-
-def _insert_after(stmts, path, new: list, before: bool = False) -> list:
-    index = path[0]
-    stmts = list(stmts)
-    if len(path) == 1:
-        at = index if before else index + 1
-        return stmts[:at] + new + stmts[at:]
-    stmts[index] = _with_block(stmts[index], path[1],
-                               lambda b: _insert_after(b, path[2:], new, before))
-    return stmts
-
-
-def _with_block(stmt, name, change):
-    if name.startswith("handlers."):
-        j = int(name.split(".")[1])
-        handlers = list(stmt.handlers)
-        h = handlers[j]
-        handlers[j] = h.with_changes(body=h.body.with_changes(body=change(h.body.body)))
-        return stmt.with_changes(handlers=handlers)
-    part = getattr(stmt, name)
-    if isinstance(part, cst.If):
-        return stmt.with_changes(**{name: change([part])[0]})
-    if isinstance(part, cst.IndentedBlock):
-        return stmt.with_changes(**{name: part.with_changes(body=change(part.body))})
-    inner = part.body
-    return stmt.with_changes(**{name: part.with_changes(body=inner.with_changes(body=change(inner.body)))})
-
-
-def apply_insertions(source: str, insertions: list, envs_module: str = "vllm.envs",
-                     first_party: set | None = None, replace_name: str | None = None,
-                     removals: list = ()) -> tuple[str, list]:
-    """(new source, changes applied). Raises libcst.ParserSyntaxError on bad input."""
+def apply_edits(source: str, edits: list, envs_module: str = "vllm.envs",
+                first_party: set | None = None, replace_name: str | None = None
+                ) -> tuple[str, list]:
+    """(new source, edits applied). Raises libcst.ParserSyntaxError on bad input."""
     module = cst.parse_module(source)
-    command = InsertWarmupCalls(CodemodContext(), insertions, envs_module, first_party,
-                                replace_name, removals)
+    command = ApplyEdits(CodemodContext(), edits, envs_module, first_party, replace_name)
     new = command.transform_module(module)
     return new.code, command.applied

@@ -43,11 +43,14 @@ def run(args) -> int:
                            progress=progress(args))
     show = (lambda rel: rel) if args.vllm else (lambda rel: display_path(root, rel))
     files = [f for f in result.files if only is None or _inside(f.path, only)]
-    for site, reason in result.unfixable:
-        sys.stderr.write(printable(f"{show(site.path)}:{site.line}:{site.col}: WL001 no "
-                                   f"automatic fix: {reason}") + "\n")
+    for finding, reason in result.unfixable:
+        sys.stderr.write(printable(f"{show(finding.path)}:{finding.line}:{finding.col}: "
+                                   f"{finding.rule} no automatic fix: {reason}") + "\n")
     for rel, reason in result.skipped:
         sys.stderr.write(printable(f"{show(rel)}: skipped: {reason}") + "\n")
+    if not result.converged:
+        sys.stderr.write(f"warmlint: the fixed warmup still has fixable findings after "
+                         f"{result.rounds} rounds; run `warmlint fix` again\n")
     if args.diff or args.check:
         for fix in files:
             if args.diff:
@@ -62,12 +65,8 @@ def run(args) -> int:
     for fix in files:
         dest = (args.out / fix.path) if args.out else (root / fix.path)
         _write(dest, fix.new.encode("utf-8"), os.stat(root / fix.path).st_mode & 0o7777)
-        calls = sum(1 for c in fix.applied if not isinstance(c, str))
-        copies = len(fix.applied) - calls
         where = dest if args.out else show(fix.path)
-        done = [f"{calls} warmup call{'s' * (calls != 1)} added"] if calls else []
-        done += [f"{copies} logits cop{'ies' if copies != 1 else 'y'} removed"] if copies else []
-        sys.stderr.write(f"fixed {where}: {', '.join(done)}\n")
+        sys.stderr.write(f"fixed {where}: {_summary(fix.applied)}\n")
     if not files:
         sys.stderr.write("warmlint: nothing to fix\n")
     if args.out:
@@ -113,6 +112,17 @@ def copy_tree(root: Path, out: Path, config: Path | None) -> None:
             shutil.copyfile(config, out / "pyproject.toml")
     except OSError as exc:
         raise UsageError(f"{out}: cannot write the fixed tree: {exc}") from None
+
+
+def _summary(applied: list) -> str:
+    """"2 warmup calls added, 1 logits copy removed": each edit names what it changes."""
+    from warmlint.edits import InsertCall
+
+    counts: dict = {}
+    for edit in sorted(applied, key=lambda e: not isinstance(e, InsertCall)):
+        counts[edit.noun] = counts.get(edit.noun, 0) + 1
+    return ", ".join(f"{n} {one if n == 1 else many} {verb}"
+                     for (one, many, verb), n in counts.items())
 
 
 def _inside(rel: str, only: set) -> bool:

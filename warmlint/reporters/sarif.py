@@ -92,6 +92,10 @@ def _result(finding, index: dict, rules: list) -> dict:
               "partialFingerprints": {FINGERPRINT_KEY: finding.fingerprint},
               "properties": {"function": finding.function, "configs": finding.configs,
                              **({"fix": finding.fix} if finding.fix else {})}}
+    if finding.fix:  # whether `warmlint fix` fixes it, and why not
+        result["properties"]["fixSafe"] = bool(finding.fix.get("safe"))
+        if finding.fix.get("reason"):
+            result["properties"]["fixReason"] = finding.fix["reason"]
     if i is not None:
         result["ruleIndex"] = i
     if finding.function and finding.function != "<module>":
@@ -102,7 +106,7 @@ def _result(finding, index: dict, rules: list) -> dict:
             {"id": n, "physicalLocation": _physical(r["path"], r.get("line"), r.get("col")),
              "message": {"text": r.get("message", "")}}
             for n, r in enumerate(finding.related, 1)]
-    if finding.fix and finding.fix.get("available", True):
+    if finding.fix and finding.fix.get("available"):
         result["fixes"] = _fixes(finding)
     return result
 

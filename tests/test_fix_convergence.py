@@ -1,0 +1,108 @@
+"""`warmlint fix` is a fixed point, and every finding says whether it has a fix.
+
+`fix` plans from the tree as it will be after its own edits (it re-analyzes in memory
+until a round changes nothing), so `fix` then `fix --check` exits 0, and `check` on the
+fixed tree reports only findings whose `fix.safe` is false, each with its reason.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from conftest import REPO, VARIANTS, make_tree, run_cli
+from warmlint.edits import NoFix
+from warmlint.request_values import changes
+from warmlint.state import SymFact
+from warmlint.values import Const, Dict, Tensor
+
+CACHE = {"WARMLINT_CACHE_DIR": str(REPO / ".cache" / "warmlint")}
+
+
+def _fix_then_check(root, *extra) -> dict:
+    fix = run_cli("fix", "--no-cache", str(root), *extra)
+    assert fix.returncode == 0, fix.stderr
+    assert "Traceback" not in fix.stderr and "run `warmlint fix` again" not in fix.stderr
+    again = run_cli("fix", "--check", "--no-cache", str(root), *extra)
+    assert again.returncode == 0, again.stdout + again.stderr
+    report = run_cli("check", "--no-cache", "--format", "json", str(root), *extra,
+                     check_json=True).json
+    for finding in report["findings"]:
+        assert set(finding["fix"]) == {"available", "description", "safe", "reason"}, finding["fix"]
+        assert not finding["fix"]["safe"], (finding["message"], finding["fix"])
+        assert finding["fix"]["reason"]
+    return report
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_fix_is_a_fixed_point_on_every_fixture(tmp_path, variant):
+    root = make_tree(tmp_path, variant)
+    before = run_cli("check", "--no-cache", "--format", "json", str(root), check_json=True).json
+    for finding in before["findings"]:  # every finding says whether fix fixes it
+        assert isinstance(finding["fix"]["safe"], bool)
+        assert finding["fix"]["safe"] or finding["fix"]["reason"]
+    fixable = [f for f in before["findings"] if f["fix"]["safe"]]
+    after = _fix_then_check(root)
+    assert len(after["findings"]) == len(before["findings"]) - len(fixable)
+
+
+def test_constexpr_values_are_warmed_once_each(tmp_path):
+    root = make_tree(tmp_path)
+    _fix_then_check(root)
+    text = (root / "vllm/v1/worker/gpu_model_runner.py").read_text()
+    # `_mask_kernel`'s USE_K/USE_P flags are `k is not None` / `p is not None`: one call
+    # without top-k and one without top-p after the plain warmup call, and the same two
+    # inside the seeded block (with FlashInfer on, only seeded requests reach the kernel).
+    assert text.count("top_k=None,") == 2 and text.count("top_p=None,") == 2
+
+
+def test_sarif_says_why_a_finding_has_no_fix(tmp_path):
+    root = make_tree(tmp_path, "flashinfer_cold")
+    doc = json.loads(run_cli("check", "--no-cache", "--format", "sarif", str(root)).stdout)
+    results = doc["runs"][0]["results"]
+    assert results and all("fixSafe" in r["properties"] for r in results)
+    unfixable = [r for r in results if not r["properties"]["fixSafe"]]
+    assert unfixable and all(r["properties"]["fixReason"] and "fixes" not in r
+                             for r in unfixable)
+    assert all("fixes" in r for r in results if r["properties"]["fixSafe"])
+
+
+def test_request_values_take_the_path():
+    values = {"top_k": Tensor(), "all_greedy": Const(False), "generators": Dict({}),
+              "max_num_logprobs": Const(-1)}
+    path = {"SamplingMetadata.top_k": SymFact(none=True),
+            "SamplingMetadata.all_greedy": SymFact(truthy=True),
+            "SamplingMetadata.generators": SymFact(truthy=False),
+            "SamplingMetadata.max_num_logprobs": SymFact(none=False, ne=frozenset({-1})),
+            "SamplingMetadata.top_k.ndim": SymFact(truthy=True)}
+    got = changes(values, "SamplingMetadata", path, {"max_num_logprobs": "1"})
+    assert got == [("all_greedy", "True"), ("max_num_logprobs", "1"), ("top_k", "None")]
+    with pytest.raises(NoFix, match="`max_num_logprobs` set"):
+        changes(values, "SamplingMetadata", path, {})
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.33.0"])
+def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
+    run_cli("check", "--vllm", version, "--no-cache", "--format", "json", env=CACHE)
+    release = REPO / ".cache" / "warmlint" / "releases" / f"vllm-{version}"
+    root = tmp_path / "tree"
+    shutil.copytree(release / "vllm", root / "vllm")
+    report = _fix_then_check(root)
+    assert report["errors"] == []
+
+
+@pytest.mark.network
+def test_no_wl004_prediction_below_the_8_row_minimum():
+    """0.21.0 with FlashInfer off: top-k-only requests recompile `_topk_topp_kernel` at 37
+    and 256 rows, not at 1 (vLLM filters fewer than 8 rows with PyTorch); the path that
+    has no minimum is speculative decoding's, which `verify`'s stand-in runner lacks."""
+    from warmlint.verify import predicts
+
+    report = run_cli("check", "--vllm", "0.21.0", "--no-cache", "--format", "json",
+                     "--select", "WL004", env=CACHE, check_json=True).json
+    [topp] = [f for f in report["findings"] if f["extra"]["parameter"] == "TOPP_ENABLED"]
+    config = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
+    assert [b for b in (1, 37, 256) if predicts(topp, "topk_only", b, config)] == [37, 256]

@@ -1,0 +1,252 @@
+"""What rules may read: a small read-only facade over the analysis results.
+
+Rules (``rules/``) get a ``Facts`` in ``check(facts)`` and ``fix(finding, facts)`` and
+nothing else: the interpreter's recorders, leaves and 3-tuples stay behind it, so the
+engine can change shape without touching a rule. What it offers:
+
+- ``facts.settings``: the resolved settings (``fix_values``, ``rule_enabled``, ...).
+- ``facts.programs``: one ``Program`` per model runner: ``runner``, ``warmups``
+  (qualified names) and ``config_tests`` (``ConfigTest``: an ``atom in (literals)`` test
+  seen in a warmup or in a constructor's dispatch binding).
+- ``facts.cold_branches``: ``ColdBranch``, a branch outcome no warmup takes that
+  reaches a JIT sink no warmup reaches: its ``site``, ``outcomes`` (with the request
+  ``literals`` that decided each), ``sinks``, ``chain``, ``configs()``, the warmup
+  ``calls`` whose replay reached it and the ``binding_decisions`` it is cold under.
+- ``facts.specialization_gaps``: ``SpecializationGap``, a Triton kernel parameter whose
+  specialization classes serving reaches and the warmups never compiled.
+- ``facts.warmup_calls``: every warmup entry call (``warmup_calls.WarmupCall``).
+
+Sites are ``state.BranchSite`` records (``path``, ``line``, ``col``, ``function``,
+``condition``, ``key``); sinks are the JSON dicts of ``sinks.as_json``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
+
+from warmlint import sinks as sink_table
+from warmlint.serving import BATCH_INPUT
+from warmlint.specialization import ALIGNED
+from warmlint.warmup_calls import RequestArgument, WarmupCall
+
+__all__ = ["Facts", "Program", "ConfigTest", "ColdBranch", "Outcome", "Literal",
+           "SpecializationGap", "WarmupCall", "RequestArgument", "BATCH_INPUT", "ALIGNED"]
+
+
+class Literal(NamedTuple):
+    text: str  # the literal's source
+    inputs: tuple  # request inputs it reads ("SamplingMetadata.generators")
+    positive: bool  # the outcome makes its value set (truthy / not None)
+
+
+class Outcome(NamedTuple):
+    id: str  # "body", "body#1", "else"
+    text: str  # "`generators` is true"
+    inputs: frozenset
+    literals: tuple  # (Literal, ...) that decided it
+
+
+class ConfigTest(NamedTuple):
+    context: str  # "warmup" | "constructor" | other
+    site: object  # BranchSite
+    key: str  # config symbol
+    label: str  # how findings name it
+    literals: frozenset
+
+
+@dataclass(frozen=True)
+class Program:
+    """One model runner and its warmups (runners are separate deployments)."""
+
+    runner: str
+    warmups: tuple  # qualified names, sorted
+    config_tests: tuple  # ConfigTest, in the order the leaves met them
+
+
+class Facts:
+    def __init__(self, analysis):
+        self._analysis = analysis
+        self._calls: dict = {}  # id(entry) -> WarmupCall
+        self._memo: dict = {}  # shared by the WarmupCalls (one CST walk per function)
+
+    @property
+    def settings(self):
+        return self._analysis.settings
+
+    @cached_property
+    def programs(self) -> list:
+        from warmlint.interp.attrs import config_label
+
+        out = []
+        for program in self._analysis.programs:
+            tests = tuple(ConfigTest(context, site, key, config_label(key), frozenset(const))
+                          for leaf in program.leaves
+                          for context, site, key, const in leaf.warm.config_tests)
+            out.append(Program(program.runner, _warmups(program), tests))
+        return out
+
+    @cached_property
+    def cold_branches(self) -> list:
+        from warmlint.coverage import cold_outcomes
+
+        return [ColdBranch(self, cold) for cold in cold_outcomes(self._analysis)]
+
+    @cached_property
+    def specialization_gaps(self) -> list:
+        from warmlint.specialization import specialization_gaps
+
+        return [SpecializationGap(self, gap) for gap in specialization_gaps(self._analysis)]
+
+    @cached_property
+    def warmup_calls(self) -> list:
+        """Every entry call of every warmup, per runner and config (a call met under two
+        configs is listed twice, with the same ``code`` and ``anchor``)."""
+        return [self.call(entry) for program in self._analysis.programs
+                for leaf in program.leaves for entry in leaf.warm.entries]
+
+    def call(self, entry) -> WarmupCall:
+        if id(entry) not in self._calls:
+            self._calls[id(entry)] = (entry, WarmupCall(entry, self._analysis.resolver, self._memo))
+        return self._calls[id(entry)][1]
+
+
+def _warmups(program) -> tuple:
+    return tuple(sorted(w.ref.qualname for w in program.warmups))
+
+
+class ColdBranch:
+    """A branch outcome no warmup takes, reaching JIT sinks no warmup reaches (WL001)."""
+
+    def __init__(self, facts: Facts, cold):
+        self._cold = cold
+        self._facts = facts
+        self.site = cold.div.site
+        self.runner = cold.program.runner
+        self.warmups = list(_warmups(cold.program))
+        self.paths = cold.paths  # request facts of every path reaching a sink
+        self.sink_ids = frozenset(cold.hits)
+        self.outcomes = [Outcome(d.outcome, d.outcome_text, d.inputs,
+                                 tuple(Literal(*lit) for lit in d.literals))
+                         for d in cold.divergences]
+
+    @property
+    def sinks(self) -> list:
+        return self._cold.sinks()
+
+    @property
+    def chain(self) -> list:
+        """Functions from the branch to the first sink, then the sink."""
+        return self._cold.chain(self._cold.hits[self.sinks[0]["id"]])
+
+    def configs(self) -> tuple[list, bool]:
+        """(config conditions it holds under, whether they pick exactly those configs)."""
+        return self._cold.configs()
+
+    @property
+    def calls(self) -> list:
+        """The warmup entry calls whose serving replay reached it, first one first."""
+        return [self._facts.call(e) for e in self._cold.entries]
+
+    def request_changes(self, arg: RequestArgument) -> list:
+        """[(field, value source)] making a warmup call passing ``arg`` take one of the
+        serving paths that reach the cold sinks (the path needing the fewest changes);
+        raises ``NoFix`` when no path can be taken by setting fields of ``arg``."""
+        from warmlint.request_values import best
+
+        return best(self._cold.path_facts, arg.values, arg.cls, self._facts.settings.fix_values)
+
+    @property
+    def binding_decisions(self) -> list:
+        """Config decisions (the sampler's dispatch binding) common to where its sinks are
+        cold: the configs of this outcome and of every other cold outcome of the runner
+        reaching one of them (one call warming a sink serves them all, so its guard must
+        not be narrower than their union)."""
+        program = self._cold.program
+        indices = set(self._cold.leaves)
+        for other in self._facts.cold_branches:
+            if other.runner == self.runner and other.sink_ids & self.sink_ids:
+                indices |= set(other._cold.leaves)
+        chosen = [program.leaves[i] for i in sorted(indices)]
+        common = set(chosen[0].decisions)
+        for leaf in chosen[1:]:
+            common &= set(leaf.decisions)
+        return [d for d in chosen[0].decisions if d in common]
+
+
+class SpecializationGap:
+    """A request-dependent Triton kernel parameter whose serving classes (constexpr
+    values, int ``== 1``/``% 16 == 0``/other, None-ness) the warmups never compiled."""
+
+    def __init__(self, facts: Facts, gap):
+        self._gap = gap
+        self._facts = facts
+        hit = gap.hit
+        self.kernel = gap.kernel  # sink id
+        self.kernel_name = sink_table.parse_id(gap.kernel)[1].rsplit(".", 1)[-1]
+        self.param = gap.param
+        self.site = hit.site  # the launch
+        self.function = hit.stack[-1][1] if hit.stack else ""
+        self.constexpr = gap.param in gap.sig.constexpr
+        self.decorator = gap.sig.decorator
+        self.warmed, self.missing, self.inputs = gap.warmed, gap.missing, gap.inputs
+        self.runner = gap.program.runner
+        self.warmups = list(_warmups(gap.program))
+        self.paths = gap.paths
+        self.sinks = [sink_table.as_json(gap.kernel, hit.site.path, hit.site.line)]
+        self.chain = [q for _, q in hit.stack[1:] if not q.startswith("<")] + [
+            self.kernel_name + sink_table.kind_of(gap.kernel).launch_suffix]
+
+    def configs(self) -> tuple[list, bool]:
+        from warmlint.configs import facts_as_decisions
+
+        gap = self._gap
+        configs, exact = gap.program.leaf_configs(sorted(gap.leaves))
+        common = set.intersection(*(set(facts_as_decisions(c)) for c in gap.cfgs))
+        return configs + [d.text() for d in sorted(common, key=lambda d: d.key)], exact
+
+    def smallest_batch(self, cls: str) -> int | None:
+        """The smallest batch size in ``cls`` that the launch's path allows."""
+        from warmlint.serving import SERVING_BATCH
+        from warmlint.specialization import smallest_in_class
+        from warmlint.state import SymFact
+
+        return smallest_in_class(cls, self._gap.hit.facts.get(SERVING_BATCH.key) or SymFact())
+
+    def request_changes(self, arg: RequestArgument, cls: str) -> list:
+        """Like ``ColdBranch.request_changes``, for the serving paths that launch the kernel
+        with ``param`` in the missing class ``cls``."""
+        from warmlint.request_values import best
+
+        paths = [hit.facts for _, hit in self._gap.missing_hits.get(cls, [])]
+        return best(paths, arg.values, arg.cls, self._facts.settings.fix_values)
+
+    def launch_decisions(self, call: WarmupCall) -> list:
+        """Config decisions under which ``call`` launched the kernel where the gap holds,
+        less those under which the call runs at all (its own guard already says them)."""
+        program, node = self._gap.program, call._entry.node
+
+        def common(indices):
+            sets = [set(program.leaves[i].decisions) for i in indices]
+            return set.intersection(*sets) if sets else set()
+
+        launched = [i for i in sorted(self._gap.leaves) if any(
+            h.sink_id == self.kernel and h.entry is not None and h.entry.node is node
+            for h in program.leaves[i].warm.hits)]
+        runs = [i for i, leaf in enumerate(program.leaves)
+                if any(e.node is node for e in leaf.warm.entries)]
+        if not launched:
+            return []
+        needed = common(launched) - common(runs)
+        return [d for d in program.leaves[launched[0]].decisions if d in needed]
+
+    @property
+    def warm_calls(self) -> list:
+        """The warmup entry calls whose launches of the kernel the warmups compiled."""
+        out = []
+        for hit in self._gap.warm_hits:
+            call = self._facts.call(hit.entry) if hit.entry is not None else None
+            if call is not None and call not in out:
+                out.append(call)
+        return out
