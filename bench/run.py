@@ -27,12 +27,13 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
+import workloads  # bench/workloads.py: this script's directory is first on sys.path
+
 ME = str(Path(__file__).resolve())
 BENCH = Path(ME).parent
 REPO = BENCH.parent
 VENV = REPO / ".venv" / "bin"
 PY = str(VENV / "python")
-SAMPLER = "vllm/v1/sample/sampler.py"
 COLD, WARM = "warmlint cold (empty cache)", "warmlint warm (unchanged tree)"
 TOUCHED = "warmlint touched sampler.py (comment appended)"
 MOVED = "warmlint moved sampler.py (comment line added on top)"
@@ -162,8 +163,8 @@ def run_once(cmd: list[str], cwd: Path | None = None, ok: tuple | None = (0, 1))
             "inner": inner, "tail": f"{tail} (exit {proc.returncode})"}
 
 
-def warmlint(tree: Path, cache: Path) -> list[str]:
-    return [PY, "-m", "warmlint.cli", "check", "--format", "json", "--cache-dir", str(cache), str(tree)]
+def warmlint(tree: Path, cache: Path, extra: tuple = ()) -> list[str]:
+    return [PY, "-m", "warmlint.cli", "check", "--format", "json", "--cache-dir", str(cache), *extra, str(tree)]
 
 
 def fresh_dir(scratch: Path, prefix: str, like: Path | None = None) -> Path:
@@ -176,35 +177,36 @@ def fresh_dir(scratch: Path, prefix: str, like: Path | None = None) -> Path:
 def prepare(version: str, releases: Path, scratch: Path) -> dict:
     """Copies of the release outside the repo (Fixit's walker skips the gitignored .cache/),
     a touched copy with the cache of its unchanged state, a probe of each mode, file lists."""
-    tree, warm = scratch / f"vllm-{version}", scratch / f"cache-{version}-warm"
-    copies = {label: (scratch / f"vllm-{version}-{suffix}", scratch / f"cache-{version}-{suffix}")
+    name, edited, extra = workloads.tree_name(version), workloads.sampler(version), workloads.extra_args(version)
+    tree, warm = scratch / name, scratch / f"cache-{name}-warm"
+    copies = {label: (scratch / f"{name}-{suffix}", scratch / f"cache-{name}-{suffix}")
               for label, (suffix, _) in EDITS.items()}
     for path in (tree, warm, *(p for pair in copies.values() for p in pair)):
         shutil.rmtree(path, ignore_errors=True)
     for path in (tree, *(copy for copy, _ in copies.values())):
-        shutil.copytree(releases / f"vllm-{version}", path)
+        shutil.copytree(releases / name, path)
 
     def probed(mode: str, target: Path, cache: Path) -> dict:
-        out = scratch / f"probe-{version}-{mode}.json"
-        run_once([PY, ME, "--probe", str(out), "--", *warmlint(target, cache)[3:]])
+        out = scratch / f"probe-{name}-{mode}.json"
+        run_once([PY, ME, "--probe", str(out), "--", *warmlint(target, cache, extra)[3:]])
         return json.loads(out.read_text())
 
-    run_once(warmlint(tree, fresh_dir(scratch, "cold-")))  # untimed: compiles .pyc, fills the page cache
+    run_once(warmlint(tree, fresh_dir(scratch, "cold-"), extra))  # untimed: compiles .pyc, fills the page cache
     probes = {"cold": probed("cold", tree, warm), "warm": probed("warm", tree, warm)}
     for label, (copy, snap) in copies.items():
-        run_once(warmlint(copy, snap))  # the cache of the unchanged copy, then the edit
-        (copy / SAMPLER).write_text(EDITS[label][1]((copy / SAMPLER).read_text()))
+        run_once(warmlint(copy, snap, extra))  # the cache of the unchanged copy, then the edit
+        (copy / edited).write_text(EDITS[label][1]((copy / edited).read_text()))
     touched, snap = copies[TOUCHED]
     probes["touched"] = probed("touched", touched, fresh_dir(scratch, "probe-", like=snap))
-    lists = {kind: scratch / f"{kind}-{version}.json" for kind in ("files", "spans")}
+    lists = {kind: scratch / f"{kind}-{name}.json" for kind in ("files", "spans")}
     for kind, path in lists.items():
         path.write_text(json.dumps(probes["cold"][kind]))
-    return {"tree": tree, "warm": warm, "copies": copies, "probes": probes, "lists": lists}
+    return {"tree": tree, "warm": warm, "copies": copies, "probes": probes, "lists": lists, "extra": extra}
 
 
-def _edited_run(copy_and_snap: tuple, scratch: Path) -> list:
+def _edited_run(copy_and_snap: tuple, scratch: Path, extra: list) -> list:
     copy, snap = copy_and_snap
-    return warmlint(copy, fresh_dir(scratch, "edit-", like=snap))
+    return warmlint(copy, fresh_dir(scratch, "edit-", like=snap), extra)
 
 
 def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
@@ -212,9 +214,9 @@ def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
     return [
         ("python start-up (-c pass)", lambda: [PY, "-c", "pass"]),
         ("python + import libcst", lambda: [PY, "-c", "import libcst"]),
-        (COLD, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"))),
-        (WARM, lambda: warmlint(p["tree"], p["warm"])),
-        *((label, functools.partial(_edited_run, p["copies"][label], scratch)) for label in EDITS),
+        (COLD, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"), p["extra"])),
+        (WARM, lambda: warmlint(p["tree"], p["warm"], p["extra"])),
+        *((label, functools.partial(_edited_run, p["copies"][label], scratch, p["extra"])) for label in EDITS),
         (FILES, lambda: [PY, ME, "--parse", "files", str(p["lists"]["files"])]),
         (SPANS, lambda: [PY, ME, "--parse", "spans", str(p["lists"]["spans"])]),
         (RUFF, lambda: [str(VENV / "ruff"), "check", "--select", "E9", "--no-cache", str(p["tree"])]),
@@ -329,7 +331,7 @@ def render(state: dict, output: Path) -> None:
         "- versions: " + ", ".join(f"{k} {val}" for k, val in meta["versions"].items()),
         f"- warmlint source under test: {meta['source']}",
         f"- command: `{meta['command']}` (from the repo root)",
-        f"- trees: copies of `{meta['releases']}/vllm-VERSION` under `{meta['scratch']}`; warmlint under test: "
+        f"- trees: copies of `{meta['releases']}/vllm-VERSION` (a fork's: `DIST-VERSION`) under `{meta['scratch']}`; warmlint under test: "
         "`.venv/bin/python -m warmlint.cli check --format json --cache-dir DIR TREE`",
         *(f"- warmlint on {v} (cold probe): " + ", ".join(f"{k} {p['cold']['stats'].get(k)}" for k in
           ("files_parsed", "functions_parsed", "configs", "configs_truncated")) for v, p in state["probes"].items()),
@@ -349,7 +351,9 @@ def render(state: dict, output: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--versions", default="0.21.0,0.33.0")
+    parser.add_argument("--versions", default="0.21.0,0.33.0",
+                        help="vLLM versions, and forks as DIST==VERSION (bench/workloads.py FORKS, "
+                             "e.g. aphrodite-engine==0.24.1); all must be in --releases already")
     parser.add_argument("--releases", type=Path, help="default: $WARMLINT_CACHE_DIR/releases")
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "warmlint-bench")
     parser.add_argument("--no-fixit", action="store_true", help="skip Fixit (minutes per tree)")
@@ -363,6 +367,10 @@ def main() -> None:
     args.output, args.scratch = args.output.resolve(), args.scratch.resolve()
     cache = Path(os.environ.get("WARMLINT_CACHE_DIR") or REPO / ".cache" / "warmlint")
     releases, vs = args.releases or cache / "releases", args.versions.split(",")
+    for v in vs:  # an unknown fork, or a release not fetched yet: say so before minutes of set-up
+        if not (releases / workloads.tree_name(v)).is_dir():
+            raise SystemExit(f"bench: no {releases / workloads.tree_name(v)}; fetch it with `warmlint check "
+                             f"{'--pypi ' + v if '==' in v else '--vllm ' + v}` (WARMLINT_CACHE_DIR={cache})")
     # .pyc files go to the scratch dir: measured runs never compile, the repo gets no __pycache__.
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
     os.environ["PYTHONPYCACHEPREFIX"] = str(args.scratch / "pycache")

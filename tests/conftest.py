@@ -74,23 +74,27 @@ def tree(tmp_path):
     return lambda variant="base": make_tree(tmp_path, variant)
 
 
-def release(version: str) -> Path:
-    """A real vLLM release's tree, fetched into RELEASE_CACHE on first use (network)."""
+def release(version: str, dist: str = "vllm") -> Path:
+    """A real release's tree (vLLM's, or a fork's: dist="aphrodite-engine"), fetched into
+    RELEASE_CACHE on first use (network)."""
     from warmlint.download import fetch_release
 
-    return fetch_release(version, RELEASE_CACHE, progress=False)
+    return fetch_release(version, RELEASE_CACHE, dist=dist, progress=False)
 
 
 def link_releases(*versions: str, cache: Path | None = None) -> Path:
     """A warmlint cache directory (default: this test's own, $WARMLINT_CACHE_DIR) whose
-    releases/ links to RELEASE_CACHE's, so that `--vllm VERSION` finds the release without
-    downloading it and writes nothing into RELEASE_CACHE."""
+    releases/ links to RELEASE_CACHE's, so that `--vllm VERSION` (or `--pypi DIST==VERSION`
+    for a version given as DIST==VERSION) finds the release without downloading it and
+    writes nothing into RELEASE_CACHE."""
     cache = cache or Path(os.environ["WARMLINT_CACHE_DIR"])
     (cache / "releases").mkdir(parents=True, exist_ok=True)
-    for version in versions:
-        link = cache / "releases" / f"vllm-{version}"
+    for spec in versions:
+        dist, _, version = spec.rpartition("==")
+        tree = release(version, dist or "vllm")
+        link = cache / "releases" / tree.name
         if not link.exists():
-            link.symlink_to(release(version), target_is_directory=True)
+            link.symlink_to(tree, target_is_directory=True)
     return cache
 
 

@@ -36,11 +36,16 @@ def _rec(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
 
 
-def build_wheel(path: Path, extra: dict[str, bytes] | None = None) -> Path:
-    files = {**SOURCES, **OTHER, **(extra or {})}
-    dist = f"vllm-{VERSION}.dist-info"
-    files[f"{dist}/METADATA"] = b"Metadata-Version: 2.1\nName: vllm\nVersion: 1.2.3\n"
+def build_wheel(path: Path, extra: dict[str, bytes] | None = None, *, name: str = "vllm",
+                sources: dict[str, bytes] | None = None, top_level: str | None = None) -> Path:
+    """A wheel of distribution `name` (its file-name spelling, e.g. aphrodite_engine)
+    holding `sources` (default: vLLM's), OTHER and `extra`; a top_level.txt if given."""
+    files = {**(SOURCES if sources is None else sources), **OTHER, **(extra or {})}
+    dist = f"{name}-{VERSION}.dist-info"
+    files[f"{dist}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.2.3\n".encode()
     files[f"{dist}/WHEEL"] = b"Wheel-Version: 1.0\n"
+    if top_level is not None:
+        files[f"{dist}/top_level.txt"] = top_level.encode()
     record = "".join(f"{n},sha256={_rec(d)},{len(d)}\n" for n, d in files.items())
     record += f"{dist}/RECORD,,\n"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as zf:
@@ -51,7 +56,7 @@ def build_wheel(path: Path, extra: dict[str, bytes] | None = None) -> Path:
 
 
 class FakePyPI:
-    """Serves /pypi/vllm/<v>/json and /files/<name>; records every request path."""
+    """Serves /pypi/<dist>/<v>/json and /files/<name>; records every request path."""
 
     def __init__(self):
         self.routes: dict[str, bytes] = {}
@@ -74,17 +79,18 @@ class FakePyPI:
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/pypi"
         threading.Thread(target=self.server.serve_forever, args=(0.02,), daemon=True).start()
 
-    def publish(self, wheel: Path, sha256: str | None = None, per_version: bool = True) -> None:
+    def publish(self, wheel: Path, sha256: str | None = None, per_version: bool = True,
+                dist: str = "vllm") -> None:
         data = wheel.read_bytes()
         entry = {"filename": wheel.name, "packagetype": "bdist_wheel", "size": len(data),
                  "url": f"/files/{wheel.name}",
                  "digests": {"sha256": sha256 or hashlib.sha256(data).hexdigest()}}
-        sdist = {"filename": f"vllm-{VERSION}.tar.gz", "packagetype": "sdist",
+        sdist = {"filename": f"{dist}-{VERSION}.tar.gz", "packagetype": "sdist",
                  "url": "/files/sdist.tar.gz", "digests": {"sha256": "0" * 64}}
         self.routes[f"/files/{wheel.name}"] = data
         if per_version:
-            self.routes[f"/pypi/vllm/{VERSION}/json"] = json.dumps({"urls": [sdist, entry]}).encode()
-        self.routes["/pypi/vllm/json"] = json.dumps(
+            self.routes[f"/pypi/{dist}/{VERSION}/json"] = json.dumps({"urls": [sdist, entry]}).encode()
+        self.routes[f"/pypi/{dist}/json"] = json.dumps(
             {"releases": {"1.0.0": [entry], VERSION: [sdist, entry], "2.0.0": [entry]}}).encode()
 
     def wheel_gets(self) -> int:

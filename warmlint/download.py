@@ -1,9 +1,12 @@
-"""Fetch a vLLM release's Python sources from PyPI into a per-user cache.
+"""Fetch a release's Python sources from PyPI into a per-user cache.
 
-Only the wheel's ``vllm/**/*.py`` files and its dist-info METADATA and RECORD are kept:
-the linter never imports or runs anything from the wheel, and the 250-340 MB wheel
-itself is deleted after extraction. Standard library only (urllib): ``requests`` would
-give nicer errors but is not worth a dependency for one GET and one streamed download.
+A release is one distribution's wheel at one version: vLLM's (``--vllm X``) or a fork's
+(``--pypi aphrodite-engine==X``, whose package is ``aphrodite``). Only the ``.py`` files
+of the wheel's top-level packages and its dist-info METADATA and RECORD are kept: the
+linter never imports or runs anything from the wheel, and the 250-340 MB wheel itself is
+deleted after extraction. The packages are the wheel's own word: ``top_level.txt`` where
+it has one, else the top-level directories of RECORD that hold ``.py`` files. Finding
+and streaming the wheel is ``warmlint.pypi``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ import base64
 import contextlib
 import csv
 import hashlib
-import http.client
 import io
 import json
 import os
@@ -21,40 +23,38 @@ import shutil
 import stat
 import sys
 import tempfile
-import urllib.error
-import urllib.request
 import zipfile
 from pathlib import Path
-from urllib.parse import urljoin, urlparse
+from urllib.parse import urljoin
 
 try:
     import fcntl
 except ImportError:  # Windows: fall back to atomic rename alone
     fcntl = None
 
-MARKER = ".warmlint-complete.json"
-TIMEOUT_S = 30
-CHUNK = 1 << 20
-_VERSION_RE = re.compile(r"\d[0-9A-Za-z.+!_-]*")
-
 from warmlint.files import DATA_MAX_BYTES, read_regular
+from warmlint.pypi import (PYPI, DownloadError, check_name, check_version, download,
+                           pick_wheel, release_files)
 from warmlint.summary_cache import default_cache_dir
 
+MARKER = ".warmlint-complete.json"
+CHUNK = 1 << 20
+# An old marker (vLLM only) names no packages.
+DEFAULT_PACKAGES = ("vllm",)
+_PACKAGE_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
-class DownloadError(Exception):
-    """A fetch failed; the message is one line meant for the end user."""
+__all__ = ["MARKER", "DownloadError", "fetch_release", "release_cache_path", "verify_release"]
 
 
-class _NotFound(DownloadError):
-    pass
-
-
-def release_cache_path(version: str, cache_dir: Path | str | None = None) -> Path:
-    version = version.strip().removeprefix("v")
-    if len(version) > 64 or not _VERSION_RE.fullmatch(version):
-        raise DownloadError(f"'{version[:64]}{'...' * (len(version) > 64)}' is not a vLLM "
-                            "version number (e.g. 0.20.0)")
-    return Path(cache_dir or default_cache_dir()) / "releases" / f"vllm-{version}"
+def release_cache_path(version: str, cache_dir: Path | str | None = None,
+                       dist: str = "vllm") -> Path:
+    """``releases/NAME-VERSION``, NAME the normalized name with ``_`` for ``-`` (as in a
+    wheel's file name), so the first ``-`` ends the name: ``vllm-0.20.0``,
+    ``aphrodite_engine-0.24.1``."""
+    dist = check_name(dist)
+    version = check_version(version, dist)
+    name = dist.replace("-", "_")
+    return Path(cache_dir or default_cache_dir()) / "releases" / f"{name}-{version}"
 
 
 # --- integrity -------------------------------------------------------------------------
@@ -65,8 +65,19 @@ def _safe(name: str) -> bool:
         and ".." not in name.split("/")
 
 
-def _wanted(name: str) -> bool:
-    return name.startswith("vllm/") and name.endswith(".py") and _safe(name)
+def _wanted(name: str, packages=DEFAULT_PACKAGES) -> bool:
+    top = name.split("/", 1)[0]
+    return "/" in name and top in packages and name.endswith(".py") and _safe(name)
+
+
+def _packages(record: dict, top_level: str | None) -> list[str]:
+    """The wheel's top-level packages that hold .py files: those ``top_level.txt`` names,
+    else every such directory of RECORD. Names only (no ``/``, no ``..``): they become
+    directories of the cache."""
+    with_py = {n.split("/", 1)[0] for n in record if "/" in n and n.endswith(".py")}
+    with_py = {n for n in with_py if _PACKAGE_RE.fullmatch(n)}
+    named = [line.strip() for line in (top_level or "").splitlines()]
+    return sorted({n for n in named if n in with_py}) or sorted(with_py)
 
 
 def _parse_record(text: str) -> dict[str, tuple[str, int]]:
@@ -107,12 +118,16 @@ def verify_release(path: Path | str, full: bool = False) -> list[str]:
         record = _parse_record(read_regular(path / dist_info / "RECORD",
                                             DATA_MAX_BYTES).decode("utf-8"))
         count = marker["files"]
+        packages = tuple(marker.get("packages", DEFAULT_PACKAGES))
         written = os.stat(path / MARKER).st_mtime_ns
         if not _safe(dist_info) or "/" in dist_info:
             raise ValueError(dist_info)
+        if not packages or not all(isinstance(p, str) and _PACKAGE_RE.fullmatch(p)
+                                   for p in packages):
+            raise ValueError("packages")
     except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
         return [f"unreadable marker or RECORD ({exc.__class__.__name__})"]
-    expected = {name: entry for name, entry in record.items() if _wanted(name)}
+    expected = {name: entry for name, entry in record.items() if _wanted(name, packages)}
     problems = []
     if len(expected) + 2 != count:
         problems.append(f"RECORD lists {len(expected) + 2} files, marker says {count}")
@@ -139,114 +154,11 @@ def verify_release(path: Path | str, full: bool = False) -> list[str]:
     return problems
 
 
-# --- network ---------------------------------------------------------------------------
-
-def _open(url: str):
-    host = urlparse(url).hostname or url
-    req = urllib.request.Request(url, headers={"User-Agent": "warmlint (urllib)"})
-    try:
-        return urllib.request.urlopen(req, timeout=TIMEOUT_S)
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise _NotFound(f"{url} not found") from None
-        raise DownloadError(f"{host} answered HTTP {exc.code} for {url}") from None
-    except urllib.error.URLError as exc:
-        raise DownloadError(f"cannot reach {host}: {exc.reason}") from None
-    except OSError as exc:  # timeouts and resets outside URLError
-        raise DownloadError(f"cannot reach {host}: {exc}") from None
-    except http.client.HTTPException as exc:  # a proxy or server speaking something else
-        raise DownloadError(f"bad reply from {host} ({type(exc).__name__}): "
-                            "not an HTTP response") from None
-
-
-def _get_json(url: str) -> tuple[dict, str]:
-    host = urlparse(url).hostname
-    with _open(url) as resp:
-        try:
-            data = json.loads(resp.read())
-        except (ValueError, OSError, RecursionError, http.client.HTTPException) as exc:
-            raise DownloadError(f"bad reply from {host}: not JSON "
-                                f"({type(exc).__name__})") from None
-        if not isinstance(data, dict):
-            raise DownloadError(f"bad reply from {host}: not a JSON object")
-        return data, resp.geturl()
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
-
-
-def _release_files(version: str, index_url: str) -> tuple[list[dict], str]:
-    """The release's file list and the URL that relative file URLs are relative to."""
-    base = index_url.rstrip("/")
-    try:
-        data, where = _get_json(f"{base}/vllm/{version}/json")
-        return _entries(data.get("urls")), where
-    except _NotFound:
-        pass
-    # Some mirrors serve only the project document; it also names the nearest versions.
-    try:
-        data, where = _get_json(f"{base}/vllm/json")
-    except _NotFound:
-        raise DownloadError(f"vllm {version} is not on PyPI") from None
-    releases = data.get("releases") if isinstance(data.get("releases"), dict) else {}
-    releases = {str(v): _entries(files) for v, files in releases.items()}
-    if releases.get(version):
-        return releases[version], where
-    below = [v for v in releases if releases[v] and _vkey(v) < _vkey(version)]
-    above = [v for v in releases if releases[v] and _vkey(v) > _vkey(version)]
-    near = ([max(below, key=_vkey)] if below else []) + ([min(above, key=_vkey)] if above else [])
-    hint = f" (nearest: {', '.join(near)})" if near else ""
-    raise DownloadError(f"vllm {version} is not on PyPI{hint}")
-
-
-def _entries(files) -> list[dict]:
-    """A reply's file list, keeping only well-formed entries (the index is not trusted)."""
-    if not isinstance(files, list):
-        return []
-    return [f for f in files if isinstance(f, dict) and isinstance(f.get("digests"), dict)
-            and all(isinstance(f.get(k), str) for k in ("filename", "url"))
-            and isinstance(f["digests"].get("sha256"), str)]
-
-
-def _pick_wheel(files: list[dict], version: str) -> dict:
-    wheels = [f for f in files if f.get("packagetype") == "bdist_wheel"
-              and f["digests"]["sha256"] and f["url"]
-              and re.fullmatch(r"[A-Za-z0-9_.+!-]+\.whl", f["filename"])]
-    if not wheels:
-        raise DownloadError(f"vllm {version} has no wheel on PyPI (only an sdist)")
-    # Every wheel carries the same .py files; manylinux x86_64 is the reference build.
-    wheels.sort(key=lambda f: ("manylinux" not in f["filename"], "x86_64" not in f["filename"]))
-    return wheels[0]
-
-
-def _download(url: str, dest: Path, sha256: str, size: int | None, progress: str) -> None:
-    """Stream url to dest, hashing as it goes; a mismatch deletes dest and raises."""
-    from warmlint.progress import Download
-
-    h = hashlib.sha256()
-    with _open(url) as resp, open(dest, "wb") as out:
-        bar = Download(int(resp.headers.get("Content-Length") or size or 0) or None,
-                       dest.name.removesuffix(".part"), progress)
-        try:
-            while chunk := resp.read(CHUNK):
-                h.update(chunk)
-                out.write(chunk)
-                bar.update(len(chunk))
-        except (OSError, http.client.HTTPException) as exc:
-            raise DownloadError(f"download of {dest.name.removesuffix('.part')} failed: {exc}") from None
-        finally:
-            bar.close()
-    if h.hexdigest() != sha256.lower():
-        dest.unlink()
-        raise DownloadError(f"sha256 mismatch for {dest.name.removesuffix('.part')} "
-                            f"(expected {sha256[:12]}..., got {h.hexdigest()[:12]}...); nothing cached")
-
-
 # --- extraction and cache --------------------------------------------------------------
 
 def _extract(wheel: Path, dest: Path) -> dict:
-    """Write vllm/**/*.py and dist-info METADATA/RECORD to dest, checked against RECORD."""
+    """Write PACKAGE/**/*.py for the wheel's top-level packages and dist-info
+    METADATA/RECORD to dest, checked against RECORD."""
     try:
         with zipfile.ZipFile(wheel) as zf:
             members = {i.filename: i for i in zf.infolist() if not i.is_dir()}
@@ -258,9 +170,17 @@ def _extract(wheel: Path, dest: Path) -> dict:
                 raise DownloadError(f"{wheel.name} is not a valid wheel (no dist-info RECORD/METADATA)")
             dist_info = records[0].split("/")[0]
             record = _parse_record(zf.read(records[0]).decode("utf-8"))
-            sources = [n for n in members if _wanted(n)]
-            if not sources:
-                raise DownloadError(f"{wheel.name} contains no vllm/*.py files")
+            top_level = f"{dist_info}/top_level.txt"
+            packages = _packages(record, zf.read(top_level).decode("utf-8")
+                                 if top_level in members else None)
+            if not packages:
+                raise DownloadError(f"{wheel.name} contains no Python package (no PACKAGE/*.py "
+                                    "in its RECORD)")
+            sources = [n for n in members if _wanted(n, packages)]
+            missing = sorted(n for n in record if _wanted(n, packages) and n not in members)
+            if missing:  # the cache check counts RECORD's files: it would never pass
+                raise DownloadError(f"{wheel.name} is inconsistent: RECORD lists {missing[0]}, "
+                                    "which the wheel lacks")
             for name in sources + [f"{dist_info}/METADATA", records[0]]:
                 target = dest / name
                 target.parent.mkdir(parents=True, exist_ok=True)
@@ -275,7 +195,7 @@ def _extract(wheel: Path, dest: Path) -> dict:
                     raise DownloadError(f"{wheel.name} is inconsistent: {name} does not match RECORD")
     except (zipfile.BadZipFile, UnicodeDecodeError, EOFError) as exc:
         raise DownloadError(f"{wheel.name} is not a valid wheel: {exc}") from None
-    return {"dist_info": dist_info, "files": len(sources) + 2}
+    return {"dist_info": dist_info, "packages": packages, "files": len(sources) + 2}
 
 
 @contextlib.contextmanager
@@ -300,9 +220,10 @@ def _remove(path: Path) -> None:
     shutil.rmtree(trash, ignore_errors=True)
 
 
-def _fetch_into(version: str, index_url: str, final: Path, work: Path, progress: str) -> None:
-    files, where = _release_files(version, index_url)
-    wheel = _pick_wheel(files, version)
+def _fetch_into(dist: str, version: str, index_url: str, final: Path, work: Path,
+                progress: str) -> None:
+    files, where = release_files(dist, version, index_url)
+    wheel = pick_wheel(files, dist, version)
     sha = wheel["digests"]["sha256"].lower()
     kept = final.parent.parent / "wheels" / wheel["filename"]
     keep = os.environ.get("WARMLINT_KEEP_WHEELS") == "1"
@@ -310,28 +231,30 @@ def _fetch_into(version: str, index_url: str, final: Path, work: Path, progress:
         path = kept
     else:
         path = work / (wheel["filename"] + ".part")
-        _download(urljoin(where, wheel["url"]), path, sha, wheel.get("size"), progress)
+        download(urljoin(where, wheel["url"]), path, sha, wheel.get("size"), progress)
     tree = work / "tree"
     info = _extract(path, tree)
     if keep and path != kept:
         kept.parent.mkdir(parents=True, exist_ok=True)
         os.replace(path, kept)
     # Written last: its presence means the extraction above finished.
-    marker = {"version": version, "wheel": wheel["filename"], "sha256": sha, **info}
+    marker = {"dist": dist, "version": version, "wheel": wheel["filename"], "sha256": sha, **info}
     (tree / MARKER).write_text(json.dumps(marker, indent=1) + "\n")
 
 
-def fetch_release(version: str, cache_dir: Path | None = None, *,
+def fetch_release(version: str, cache_dir: Path | None = None, *, dist: str = "vllm",
                   progress: bool | str | None = None,
-                  index_url: str = "https://pypi.org/pypi", verify: bool = False) -> Path:
-    """Return a directory that holds `vllm/` (only the .py files of the vLLM wheel of that version)
-    and `vllm-VERSION.dist-info/` (METADATA and RECORD), extracted into a per-user cache.
+                  index_url: str = PYPI, verify: bool = False) -> Path:
+    """Return a directory that holds the wheel's packages (`vllm/`; `aphrodite/` for
+    ``dist="aphrodite-engine"``: only their .py files) and its `NAME-VERSION.dist-info/`
+    (METADATA and RECORD), extracted into a per-user cache.
 
     progress: None picks a bar on a terminal and periodic lines elsewhere
     (``warmlint.progress``); True forces the bar, False silences it, or a mode name.
     ``verify``: hash every cached file against RECORD (``--verify-cache``)."""
-    final = release_cache_path(version, cache_dir)
-    version = final.name.removeprefix("vllm-")
+    dist = check_name(dist)
+    version = check_version(version, dist)
+    final = release_cache_path(version, cache_dir, dist)
     if final.is_dir() and not verify_release(final, verify):
         return final  # fast path: no lock, no network
     from warmlint.progress import mode
@@ -345,7 +268,7 @@ def fetch_release(version: str, cache_dir: Path | None = None, *,
                 if not problems:
                     return final  # another process fetched it while we waited
                 more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
-                print(f"warmlint: cached vllm {version} is damaged ({problems[0]}{more}); "
+                print(f"warmlint: cached {dist} {version} is damaged ({problems[0]}{more}); "
                       f"re-downloading", file=sys.stderr)
                 _remove(final)
             if exclusive:  # leftovers of killed fetches; safe to drop while we hold the lock
@@ -353,7 +276,7 @@ def fetch_release(version: str, cache_dir: Path | None = None, *,
                     shutil.rmtree(stale, ignore_errors=True)
             work = Path(tempfile.mkdtemp(prefix=f".tmp-{final.name}-", dir=final.parent))
             try:
-                _fetch_into(version, index_url, final, work, progress)
+                _fetch_into(dist, version, index_url, final, work, progress)
                 try:
                     os.rename(work / "tree", final)
                 except OSError:

@@ -17,7 +17,12 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("paths", nargs="*", metavar="PATH",
                         help="a vLLM checkout, the directory holding the vllm package, or files in it")
     parser.add_argument("--vllm", metavar="VERSION",
-                        help="analyze this vLLM release from PyPI (downloaded once, cached)")
+                        help="analyze this vLLM release from PyPI (downloaded once, cached); "
+                             "the same as --pypi vllm==VERSION")
+    parser.add_argument("--pypi", metavar="DIST==VERSION",
+                        help="analyze this distribution's wheel from PyPI, e.g. a fork: "
+                             "--pypi aphrodite-engine==0.24.1 (its packages, as the wheel names "
+                             "them; downloaded once, cached)")
     parser.add_argument("--assume", action="append", default=[], metavar="NAME=VALUE",
                         help="pin a config atom, e.g. VLLM_USE_FLASHINFER_SAMPLER=1 (repeatable)")
     parser.add_argument("--config", type=Path, metavar="FILE",
@@ -27,7 +32,7 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the cache")
     parser.add_argument("--cache-dir", type=Path, metavar="DIR", help="cache directory")
     parser.add_argument("--verify-cache", action="store_true",
-                        help="with --vllm: hash every file of the cached release against the "
+                        help="with --vllm or --pypi: hash every file of the cached release against the "
                              "wheel's RECORD before use (re-downloads it if one differs)")
 
     parser.add_argument("-q", "--quiet", action="store_true",
@@ -82,21 +87,42 @@ def progress(args) -> str:
     return mode(quiet=getattr(args, "quiet", False))
 
 
-def target(args) -> tuple[Path, set | None]:
-    """(root, files to report on or None) from PATHs or --vllm VERSION."""
-    if args.vllm is not None:
-        if not args.vllm.strip():
-            raise UsageError("--vllm needs a version, e.g. --vllm 0.20.0")
-        if args.paths:
-            raise UsageError("give either --vllm VERSION or paths, not both")
-        from warmlint.download import DownloadError, fetch_release
+def downloaded(args) -> bool:
+    """Whether the tree is a release from PyPI (--vllm or --pypi), not the user's files."""
+    return getattr(args, "vllm", None) is not None or getattr(args, "pypi", None) is not None
 
-        try:
-            return fetch_release(args.vllm, args.cache_dir, progress=progress(args),
-                                 verify=args.verify_cache), None
-        except DownloadError as exc:
-            raise UsageError(str(exc)) from None
-    return resolve_targets(args.paths)
+
+def release_spec(args) -> tuple[str, str] | None:
+    """(distribution, version) of --vllm VERSION or --pypi DIST==VERSION, else None."""
+    if args.vllm is not None and args.pypi is not None:
+        raise UsageError("give either --vllm VERSION or --pypi DIST==VERSION, not both")
+    if args.vllm is None and args.pypi is None:
+        return None
+    if args.vllm is not None and not args.vllm.strip():
+        raise UsageError("--vllm needs a version, e.g. --vllm 0.20.0")
+    if args.paths:
+        flag = "--vllm VERSION" if args.vllm is not None else "--pypi DIST==VERSION"
+        raise UsageError(f"give either {flag} or paths, not both")
+    from warmlint.pypi import DownloadError, parse_spec
+
+    try:
+        return parse_spec(args.pypi) if args.pypi is not None else ("vllm", args.vllm)
+    except DownloadError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def target(args) -> tuple[Path, set | None]:
+    """(root, files to report on or None) from PATHs, --vllm VERSION or --pypi DIST==VERSION."""
+    spec = release_spec(args)
+    if spec is None:
+        return resolve_targets(args.paths)
+    from warmlint.download import DownloadError, fetch_release
+
+    try:
+        return fetch_release(spec[1], args.cache_dir, dist=spec[0], progress=progress(args),
+                             verify=args.verify_cache), None
+    except DownloadError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def write_stdout(text: str) -> None:

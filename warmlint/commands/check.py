@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from warmlint.commands import (add_incomplete_option, add_tree_options, incomplete_exit,
-                               overrides, progress, target, write_stdout)
+from warmlint.commands import (add_incomplete_option, add_tree_options, downloaded,
+                               incomplete_exit, overrides, progress, target, write_stdout)
 from warmlint.config import UsageError, display_path, load_settings
 
 
@@ -44,7 +44,7 @@ def run(args) -> int:
                                       cache_dir=args.cache_dir, progress=progress(args)),
                             settings)
     fixes.complete(report.findings)
-    show = None if args.vllm else (lambda rel: display_path(root, rel))
+    show = None if downloaded(args) else (lambda rel: display_path(root, rel))
     if args.write_baseline:
         _only(report, only)
         sys.stderr.write(render_errors(report, root_display=show))

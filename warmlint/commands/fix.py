@@ -8,8 +8,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from warmlint.commands import (add_incomplete_option, add_tree_options, incomplete_exit,
-                               overrides, progress, target, write_stdout)
+from warmlint.commands import (add_incomplete_option, add_tree_options, downloaded,
+                               incomplete_exit, overrides, progress, target, write_stdout)
 from warmlint.config import UsageError, display_path, load_settings
 from warmlint.printable import printable
 
@@ -33,15 +33,16 @@ def add_parser(sub) -> None:
 def run(args) -> int:
     from warmlint.codemod.run import compute_fixes
 
-    if args.vllm and not (args.out or args.diff or args.check):
-        raise UsageError("--vllm needs --out DIR (a downloaded release is not edited in place)")
+    if (args.vllm or args.pypi) and not (args.out or args.diff or args.check):
+        flag = "--vllm" if args.vllm else "--pypi"
+        raise UsageError(f"{flag} needs --out DIR (a downloaded release is not edited in place)")
     root, only = target(args)
     settings, source = load_settings(root, overrides(args), args.config)
     if args.out and not (args.diff or args.check):
         _check_out(args.out, root)
     result = compute_fixes(root, settings, set(args.field) if args.field else None,
                            progress=progress(args))
-    show = (lambda rel: rel) if args.vllm else (lambda rel: display_path(root, rel))
+    show = (lambda rel: rel) if downloaded(args) else (lambda rel: display_path(root, rel))
     files = [f for f in result.files if only is None or _inside(f.path, only)]
     for finding, reason in result.unfixable:
         sys.stderr.write(printable(f"{show(finding.path)}:{finding.line}:{finding.col}: "
