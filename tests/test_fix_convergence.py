@@ -84,7 +84,8 @@ def test_request_values_take_the_path():
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0",
+                                     pytest.param("0.33.0", marks=pytest.mark.extended)])
 def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
     run_cli("check", "--vllm", version, "--no-cache", "--format", "json", env=CACHE)
     release = REPO / ".cache" / "warmlint" / "releases" / f"vllm-{version}"

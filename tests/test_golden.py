@@ -20,9 +20,10 @@ from conftest import REPO, VARIANTS, make_tree, run_cli
 GOLDEN = REPO / "tests" / "golden"
 CACHE = {"WARMLINT_CACHE_DIR": str(REPO / ".cache" / "warmlint")}
 UPDATE = os.environ.get("WARMLINT_UPDATE_GOLDEN") == "1"
-RELEASES = ["0.20.0", "0.21.0", "0.33.0"]
+RELEASES = ["0.20.0", "0.21.0", "0.33.0", "0.34.0"]
 FIX_FLAVORS = {"": (), "-gen": ("--field", "generators"), "-wl004": ("--select", "WL004")}
 FLAVORED = {"0.20.0", "0.21.0"}  # 0.33.0 has no seeded and no batch-class fix
+CHECK_ONLY = {"0.34.0"}  # no v1 runner: `fix` has no v2 warmup to edit yet (docs/fix.md)
 
 
 def _compare(name: str, got: str) -> None:
@@ -47,7 +48,7 @@ def test_release_findings_and_fixes(version):
     assert proc.returncode in (0, 1), proc.stderr
     _compare(f"vllm-{version}.check.json", _findings_json(proc.stdout, "\0"))
     for flavor, extra in FIX_FLAVORS.items():
-        if flavor and version not in FLAVORED:
+        if version in CHECK_ONLY or flavor and version not in FLAVORED:
             continue
         fix = run_cli("fix", "--vllm", version, "--diff", *extra, env=CACHE)
         assert fix.returncode in (0, 1), fix.stderr

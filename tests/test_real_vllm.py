@@ -111,6 +111,6 @@ def test_plugin_is_a_noop_on_0_21_0_and_upgrades_0_20_0():
     from warmlint.plugin_source import installed_method, is_upgrade_of
     from warmlint.settings import Settings
 
-    runner = releases / "vllm-0.20.0" / "vllm/v1/worker/gpu_model_runner.py"
+    runner = release("0.20.0") / "vllm/v1/worker/gpu_model_runner.py"
     original = installed_method(runner, "GPUModelRunner", "_dummy_sampler_run")
     assert is_upgrade_of(source, original, {"generators": Settings().fix_values["generators"]})

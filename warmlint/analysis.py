@@ -8,14 +8,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from warmlint.configs import Assumptions, Decision, enumerate_leaves
+from warmlint.configs import MAX_DECISIONS, Assumptions, Decision, enumerate_all
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo
 from warmlint.resolve import Resolver
 from warmlint.serving import ServingPass, run_entries
 from warmlint.settings import Settings
-from warmlint.warmup import WarmupMethod, WarmupPass, discover, run_warmups
+from warmlint.warmup import WarmupMethod, WarmupPass, discover, reaches_sampler, run_warmups
 
 
 @dataclass
@@ -109,8 +109,21 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
             replays.setdefault(_fingerprint(warm, driver, consulted), (serving, consulted))
         return Leaf(list(driver.trace), warm, serving, dict(driver.used_assumptions)), errors
 
-    for driver, (leaf, errors) in enumerate_leaves(run, Assumptions(settings.assume),
-                                                   settings.max_configs):
+    leaves, left = enumerate_all(run, Assumptions(settings.assume), settings.max_configs)
+    first = methods[0]
+    if left:  # configs never analyzed: their findings are unknown
+        facts.truncated = True
+        facts.errors.append((first.path, first.line,
+                             f"config enumeration of {program.runner} stopped at "
+                             f"{len(leaves)} leaves (max-configs = {settings.max_configs}) "
+                             "with configurations left unanalyzed; raise max-configs or pin "
+                             "configs with --assume"))
+    if any(driver.truncated for driver, _ in leaves):
+        facts.errors.append((first.path, first.line,
+                             f"a config of {program.runner} takes more than "
+                             f"{MAX_DECISIONS} config decisions; the rest were not "
+                             "enumerated; pin configs with --assume"))
+    for driver, (leaf, errors) in leaves:
         if driver.infeasible:
             continue
         program.leaves.append(leaf)
@@ -120,6 +133,14 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
                 seen_errors.add(err)
                 facts.errors.append(err)
     facts.truncated |= len(program.leaves) >= settings.max_configs
+    for method in methods:  # a warmup that reaches no sampler analyzed nothing
+        if program.leaves and not any(reaches_sampler(leaf.warm, method)
+                                      for leaf in program.leaves):
+            what = "runs no sampling step warmlint can model" if method.function \
+                else "reaches no sampler call"
+            facts.errors.append((method.path, method.line,
+                                 f"warmup {method.ref.qualname} {what} in any config "
+                                 "(nothing it warms was analyzed)"))
 
 
 def _fingerprint(warm: WarmupPass, driver, extra_keys: set) -> str:

@@ -191,6 +191,12 @@ class ConfigDriver:
 
 def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
                      max_leaves: int = 256) -> list[tuple[ConfigDriver, Any]]:
+    """See ``enumerate_all``; the leaves only."""
+    return enumerate_all(run, assumptions, max_leaves)[0]
+
+
+def enumerate_all(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
+                  max_leaves: int = 256) -> tuple[list, bool]:
     """Run ``run`` once per leaf of the config decision tree (depth first).
 
     When a run finds config atoms that choose a binding (PromoteConfig), the enumeration
@@ -207,7 +213,7 @@ def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumption
     raise RuntimeError("config promotion did not settle")
 
 
-def _enumerate(run, assumptions, max_leaves, whole_run) -> list:
+def _enumerate(run, assumptions, max_leaves, whole_run) -> tuple[list, bool]:
     stack: list[list[bool]] = [[]]
     out = []
     while stack and len(out) < max_leaves:
@@ -219,4 +225,4 @@ def _enumerate(run, assumptions, max_leaves, whole_run) -> list:
         for i in range(len(driver.trace) - 1, len(prefix) - 1, -1):
             alt = [d.outcome for d in driver.trace[:i]] + [not driver.trace[i].outcome]
             stack.append(alt)
-    return out
+    return out, bool(stack)

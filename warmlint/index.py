@@ -20,19 +20,12 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from warmlint.decode import IndexError_, decode_source  # noqa: F401 (re-exported)
 from warmlint.files import DEFAULT_MAX_BYTES, read_regular
 from warmlint.shift import tree_digest
 
 if TYPE_CHECKING:  # the cache stores tables of contents (toc_json): no import cycle
     from warmlint.summary_cache import SummaryCache
-
-
-class IndexError_(Exception):
-    """A file that cannot be read or parsed; becomes an ``errors`` entry."""
-
-    def __init__(self, path: str, line: int, message: str):
-        super().__init__(message)
-        self.path, self.line, self.message = path, line, message
 
 
 @dataclass
@@ -111,22 +104,6 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     if target:
         return f"{base}.{target}" if base else target
     return base
-
-
-def decode_source(source: bytes, rel_path: str) -> str:
-    """Decode as Python does: UTF-8 unless a PEP 263 coding line says otherwise."""
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
-        return source.decode(encoding)
-    except (SyntaxError, LookupError):
-        encoding = "utf-8"
-    except UnicodeDecodeError:
-        pass
-    try:
-        return source.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = source[: exc.start].count(b"\n") + 1
-        raise IndexError_(rel_path, line, f"not valid UTF-8 ({exc.reason})") from None
 
 
 def comments(source: str) -> list:

@@ -57,6 +57,14 @@ class Settings:
     ignore: tuple[str, ...] = ()
     warmup_files: tuple[str, ...] = ("**/worker/gpu_model_runner.py", "**/worker/gpu/model_runner.py")
     warmup_methods: tuple[str, ...] = ("_dummy_*_run",)
+    # Module-level start-up warmups, "file glob::function" (vLLM's v2 `warmup_kernels`,
+    # which takes the runner as its first parameter).
+    warmup_functions: tuple[str, ...] = ("**/worker/gpu/warmup.py::warmup_kernels",)
+    # Parameters of a warmup function that run one scheduler step (execute + sample):
+    # modeled as the runner's own dummy sampler call with the step's requests in every row.
+    warmup_step_calls: tuple[str, ...] = ("worker_sample_tokens",)
+    # Classes of one request's parameters, as the warmups build them for add_request.
+    request_params_classes: tuple[str, ...] = ("SamplingParams",)
     # Runner methods that build what the warmups use, in the order vLLM calls them.
     setup_methods: tuple[str, ...] = ("__init__", "load_model")
     request_classes: tuple[str, ...] = ("SamplingMetadata", "InputBatch", "SpecDecodeMetadata")
@@ -88,6 +96,9 @@ class Settings:
     warmup_batch: Any = "multiple-of-16"
     exclude: tuple[str, ...] = ()
     max_configs: int = 256
+    # Interpreter steps per warmup or entry replay in one config; exceeding it is an
+    # error entry (an incomplete result), never a silent skip.
+    max_steps: int = 400_000
     # A source file over this many bytes is an error entry (the result is incomplete),
     # not minutes and gigabytes of parsing: vLLM's largest file is ~0.3 MB.
     max_file_size: int = DEFAULT_MAX_BYTES
@@ -125,7 +136,8 @@ def _all_rules() -> tuple:
 KEYS = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(Settings)}
 # What each value may be, beyond its type (the type comes from the default): integer
 # ranges, the values a table's entries may take, and keys holding rule codes.
-RANGES = {"max_configs": (1, 100_000), "max_file_size": (1, 1 << 32)}
+RANGES = {"max_configs": (1, 100_000), "max_steps": (1, 100_000_000),
+          "max_file_size": (1, 1 << 32)}
 TABLE_VALUES = {"external_sinks": ("module", "function"), "fix_values": str}
 CODE_KEYS = ("select", "ignore")
 BATCH_WORDS = ("multiple-of-16",)

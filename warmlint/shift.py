@@ -18,6 +18,8 @@ import ast
 import hashlib
 import re
 
+from warmlint.decode import decode_source
+
 # ast.dump(include_attributes=True) writes a node's four position attributes last.
 _POSITIONS = re.compile(r"(?:, )?lineno=\d+, col_offset=\d+, end_lineno=\d+, end_col_offset=\d+(?=\))")
 
@@ -107,8 +109,6 @@ def _code_lines(source: str) -> list:
 
 
 def _text(data: bytes, rel: str) -> str:
-    from warmlint.index import decode_source  # index imports this module
-
     return decode_source(data, rel)
 
 

@@ -18,15 +18,19 @@ import libcst as cst
 from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit
 from warmlint.resolve import ClassRef, FuncRef, Resolver
 from warmlint.state import State, SymFact, compatible, holds_within
-from warmlint.values import Func, Obj, Sym, Tensor, Unknown, Value
+from warmlint.values import (
+    Builtin, ClassVal, Func, Obj, OneOf, RowIndex, Sym, Tensor, Unknown, Value, join_all,
+    options,
+)
 
 
 @dataclass(frozen=True)
 class WarmupMethod:
     ref: FuncRef
-    cls: ClassRef
+    cls: ClassRef  # the runner it warms (a warmup function takes it as first parameter)
     path: str
     line: int
+    function: bool = False  # a module-level warmup function (``warmup_kernels``)
 
 
 def _glob(rel: str, pattern: str) -> bool:
@@ -53,7 +57,40 @@ def discover(resolver: Resolver) -> list[WarmupMethod]:
                     continue
                 found.append(WarmupMethod(FuncRef(module, method.qualname),
                                           ClassRef(module, cls.name), rel, method.start))
+    return found + _warmup_functions(resolver, {m.cls for m in found})
+
+
+def _warmup_functions(resolver: Resolver, runners: set) -> list:
+    """Module-level warmups (``warmup-functions``): each belongs to the runner class named
+    by its first parameter's annotation, the one nearest its module (v1 and v2 runners
+    share the name ``GPUModelRunner``)."""
+    tree, found = resolver.tree, []
+    for pattern in resolver.settings.warmup_functions:
+        files, _, name = pattern.partition("::")
+        for module, (rel, _) in sorted(tree.modules.items()):
+            toc = tree.toc(module) if _glob(rel, files) else None
+            info = toc.functions.get(name) if toc else None
+            parsed = resolver.parsed(FuncRef(module, name)) if info else None
+            params = list(parsed.node.params.params) if parsed else []
+            if not params or params[0].annotation is None:
+                continue
+            wanted = cst.Module(body=[]).code_for_node(params[0].annotation.annotation)
+            wanted = wanted.strip("'\" ").rsplit(".", 1)[-1]
+            owners = sorted((r for r in runners if r.name == wanted),
+                            key=lambda r: -len(_common_prefix(r.module, module)))
+            if owners:
+                found.append(WarmupMethod(FuncRef(module, name), owners[0], rel, info.start,
+                                          function=True))
     return found
+
+
+def _common_prefix(a: str, b: str) -> str:
+    parts = []
+    for x, y in zip(a.split("."), b.split(".")):
+        if x != y:
+            break
+        parts.append(x)
+    return ".".join(parts)
 
 
 @dataclass
@@ -81,6 +118,8 @@ class WarmupPass(PassPolicy):
     active: Entry | None = None  # the entry call being interpreted
     # `atom in (literals)` tests on config: (context, BranchSite, sym key, literal set)
     config_tests: list = field(default_factory=list)
+    _steps: set = field(default_factory=set)  # (requests, config) of the steps modeled
+    stepped: set = field(default_factory=set)  # warmup functions with a step modeled
     _tested: set = field(default_factory=set)
 
     def config_test(self, interp, node, pred, context) -> None:
@@ -98,7 +137,91 @@ class WarmupPass(PassPolicy):
         return out
 
     def warm_frame(self, callee) -> bool:
+        if isinstance(callee, Func) and self.current is not None and self.current.function:
+            return True  # a warmup function and the helpers it calls with the runner
         return isinstance(callee, Func) and isinstance(callee.bound, Obj) and callee.bound.lazy
+
+    def _in_function_body(self, interp) -> bool:
+        method = self.current
+        return method is not None and method.function and bool(interp.stack) \
+            and interp.frame.module == method.ref.module
+
+    def builds_attr(self, interp, obj, name: str) -> bool:
+        """Inside a warmup function, the runner attributes it reads for the scheduler
+        (KV cache config, connector, spec-decode step counts, encoder lengths) are not
+        built: they decide nothing the sampler reads, and building them would split the
+        run on every config they depend on. What an earlier warmup built stays known;
+        a branch on an opaque attribute (``is_pooling_model``) is followed both ways,
+        which only decides whether the steps run."""
+        return not self._in_function_body(interp)
+
+    def skips_call(self, interp, callee) -> bool:
+        """Inside a warmup function, only its own module's helpers, the request parameters
+        it builds and its scheduler steps are followed: the rest of ``warmup_kernels``
+        (KV blocks, scheduler outputs, model requests) reaches no sampler but the steps."""
+        method = self.current
+        if not self._in_function_body(interp):
+            return False
+        if isinstance(callee, Func) and callee.ref.module == method.ref.module:
+            return False
+        owner = callee.ref if isinstance(callee, ClassVal) else (
+            callee.bound.ref if isinstance(callee, Func) and isinstance(callee.bound, ClassVal)
+            else None)
+        if owner is not None and owner.name in interp.settings.request_params_classes:
+            return False
+        if isinstance(callee, Func) and callee.bound is None and "." in callee.ref.qualname:
+            cls = callee.ref.qualname.split(".")[0]
+            return cls not in interp.settings.request_params_classes
+        return isinstance(callee, (Func, ClassVal))
+
+    def step(self, interp, state: State, node) -> list:
+        """One scheduler step of a warmup function (``worker_sample_tokens(...)``), as the
+        runner runs it: the step's requests (the ``request-params-classes`` objects the
+        warmup holds, e.g. ``SamplingParams.for_sampler_warmup()``) fill every row of the
+        sampler's per-request state, and the sampler runs on the runner's own dummy batch
+        (the call its ``_dummy_sampler_run`` made). The scheduler and model forward that
+        lead there in vLLM are not interpreted."""
+        requests = _requests_in(interp, state)
+        out = [(state, Unknown("step"))]
+        if not requests:
+            return out
+        key = (tuple(id(o) for o in options(requests)), repr(sorted(state.cfg.items())))
+        if key in self._steps:  # the same requests, the same config: the same outcomes
+            return out
+        self._steps.add(key)
+        self.stepped.add(self.current)
+        for entry in [e for e in self.entries if not e.warmup.function]:
+            for sampler in (o for o in options(entry.callee) if isinstance(o, Obj)):
+                out = self._step(interp, entry, sampler, requests, out)
+        return out
+
+    def _step(self, interp, entry, sampler: Obj, requests: list, paths: list) -> list:
+        settings = interp.settings
+        out = []
+        for state, _ in paths:
+            states = [state]
+            # Rows are read as the state methods wrote them: publishing them to the GPU
+            # (``apply_staged_writes``) changes no value the dispatch reads.
+            for method in settings.state_methods:
+                ref, _ = interp.resolver.lookup_method(sampler.cls, method)
+                parsed = interp.resolver.parsed(ref) if ref is not None else None
+                if parsed is None:
+                    continue
+                params = list(parsed.node.params.params)[2:]  # after self, the row index
+                args = [RowIndex()] + [requests if _annotated(p, settings.request_params_classes)
+                                       else Unknown(p.name.value) for p in params]
+                states = [st for s in states
+                          for st, _ in interp.call_function(Func(ref, sampler), args, {}, s, None)]
+            if not states:
+                # Every path of adding the step's requests raises under this leaf's
+                # config (Aphrodite's bad-words limit below the warmup's two bad words):
+                # start-up fails there, so the leaf describes no deployment.
+                interp.driver.infeasible = True
+                return paths
+            for st in interp.merge(states):  # not an entry of its own: serving replays
+                out += interp._call_one(entry.callee, entry.args, entry.kwargs, st, entry.node)
+        # What a step leaves behind is its rows; how each path sampled is not kept.
+        return [(st, Unknown("step")) for st in interp.merge([st for st, _ in out])] or paths
 
     def warm_outcomes(self, key, cfg):
         """Outcomes the warmup took at ``key`` under a config compatible with ``cfg``."""
@@ -152,18 +275,26 @@ def run_warmups(interp: Interp, methods: list[WarmupMethod]) -> list:
     """Interpret each warmup; returns (path, line, message) errors."""
     errors = []
     recorder = interp.policy
+    roots: dict = {}  # one runner object per runner class: vLLM builds one
     for method in methods:
         recorder.current = method
         parsed = interp.resolver.parsed(method.ref)
         if parsed is None:
             continue
-        root = Obj(method.cls, {}, lazy=True, label=method.cls.name)
-        args = [_seed_param(p) for p in list(parsed.node.params.params)[1:]]
+        fresh = method.cls not in roots
+        root = roots.setdefault(method.cls, Obj(method.cls, {}, lazy=True,
+                                                label=method.cls.name))
+        params = list(parsed.node.params.params)[1:]
+        args = [_seed_param(p, interp.settings) for p in params]
+        if method.function:
+            args = [root] + args  # the runner is the function's first parameter
         state = State({}, {WARMUP_BATCH.key: warmup_batch_fact(interp.settings.warmup_batch)})
         interp.stack = [Frame(parsed, method.ref.module, f"<warmup {method.ref.qualname}>")]
         try:
-            interp.run_registrations(root, {})
-            interp.call_function(Func(method.ref, root), args, {}, state, parsed.node)
+            if fresh:
+                interp.run_registrations(root, {})
+            callee = Func(method.ref) if method.function else Func(method.ref, root)
+            interp.call_function(callee, args, {}, state, parsed.node)
         except BudgetExceeded as exc:
             errors.append((method.path, method.line,
                            f"analysis budget exceeded interpreting {method.ref.qualname} (in {exc})"))
@@ -175,7 +306,9 @@ def run_warmups(interp: Interp, methods: list[WarmupMethod]) -> list:
     return errors
 
 
-def _seed_param(param: cst.Param) -> Value:
+def _seed_param(param: cst.Param, settings) -> Value:
+    if param.name.value in settings.warmup_step_calls:
+        return Builtin("warmup_step")  # see WarmupPass.step
     annotation = param.annotation
     text = ""
     if annotation is not None:
@@ -183,3 +316,37 @@ def _seed_param(param: cst.Param) -> Value:
     if "Tensor" in text:
         return Tensor(WARMUP_BATCH)
     return Unknown(param.name.value)
+
+
+def _annotated(param: cst.Param, classes: tuple) -> bool:
+    """Whether ``param`` is annotated with one of ``classes`` (``sampling_params:
+    SamplingParams``, ``SamplingParams | None``)."""
+    if param.annotation is None:
+        return False
+    text = cst.Module(body=[]).code_for_node(param.annotation.annotation)
+    names = {part.strip(" '\"").rsplit(".", 1)[-1] for part in text.split("|")}
+    return bool(names & set(classes))
+
+
+def _requests_in(interp, state: State):
+    """The request parameters a warmup function holds at a step: its locals (and the
+    closure's) of a ``request-params-classes`` class, joined."""
+    frame = interp.frame
+    scopes = [state.env] + ([frame.closure] if frame.closure else [])
+    found = []
+    for scope in scopes:
+        for value in scope.values():
+            # Only the request objects: a ``None`` alternative (a pooling model's
+            # ``sampling_params``) runs no sampler step, so it fills no row.
+            found += [o for o in options(value)
+                      if isinstance(o, Obj) and o.cls.name in interp.settings.request_params_classes]
+    return join_all(found) if found else None
+
+
+def reaches_sampler(warm: WarmupPass, method: WarmupMethod) -> bool:
+    """Whether ``method`` reached the sampler in this pass: a warmup method made an entry
+    call (or hit a sink), a warmup function ran a step modeled on one."""
+    if method.function:
+        return method in warm.stepped
+    return any(e.warmup == method for e in warm.entries) \
+        or any(h.entry is not None and h.entry.warmup == method for h in warm.hits)

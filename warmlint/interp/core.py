@@ -49,7 +49,6 @@ class Flow:
 
 class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     MAX_DEPTH = 40
-    MAX_STEPS = 400_000
 
     def __init__(self, resolver: Resolver, driver: ConfigDriver, policy: PassPolicy,
                  memo: "Memo | None" = None):
@@ -76,7 +75,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
 
     def tick(self) -> None:
         self.steps += 1
-        if self.steps > self.MAX_STEPS:
+        if self.steps > self.settings.max_steps:
             raise BudgetExceeded(self.frame.qualname if self.stack else "?")
 
     def site(self, node: cst.CSTNode, text: str = "") -> BranchSite:

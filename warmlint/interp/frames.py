@@ -78,6 +78,21 @@ class PassPolicy:
         """Whether a call into ``callee`` runs as part of the warmup itself."""
         return False
 
+    def step(self, interp, state: State, node) -> list:
+        """A scheduler step a warmup function runs (``worker_sample_tokens(...)``)."""
+        from warmlint.values import Unknown
+
+        return [(state, Unknown("step"))]
+
+    def builds_attr(self, interp, obj, name: str) -> bool:
+        """Whether a read of the lazy runner's attribute ``name`` builds it from the
+        set-up methods (else it is opaque, unless an earlier read built it)."""
+        return True
+
+    def skips_call(self, interp, callee: Value) -> bool:
+        """A call this pass does not follow (its result is opaque)."""
+        return False
+
     def registered_call(self, interp, dotted: str) -> bool:
         """A call into a function that vLLM's JIT-warmup registry compiles at start-up."""
         return False

@@ -17,6 +17,7 @@ import libcst as cst
 
 from warmlint import sinks
 from warmlint.interp import tables
+from warmlint.interp.frames import Frame
 from warmlint.state import State
 from warmlint.values import Const, Obj, Sym, Unknown, Value, join, join_all
 
@@ -36,6 +37,8 @@ class LazyRootMixin:
         key = (obj.oid, name, repr(sorted(cfg.items())))
         if key in self.lazy_memo:
             return self.lazy_memo[key]
+        if not self.policy.builds_attr(self, obj, name):
+            return Unknown(f"{obj.label}.{name}")
         self.lazy_memo[key] = Unknown(f"{obj.label}.{name}")  # cycle guard
         value = None
         for index, method in enumerate(self.settings.setup_methods):
@@ -188,8 +191,6 @@ class LazyRootMixin:
     def _in_lazy_frame(self, obj: Obj, init, index, body, cfg: dict | None = None):
         """Evaluate ``body`` in a frame of set-up method ``init`` as it is at statement
         ``index`` (or at a _Site: inside its active-registry block, if it is in one)."""
-        from warmlint.interp.core import Frame
-
         registering = isinstance(index, _Site) and index.registering
         index = index.index if isinstance(index, _Site) else index
         env = {"self": obj}
