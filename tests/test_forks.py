@@ -239,9 +239,10 @@ def test_aphrodite_is_analyzed_to_completion_with_the_documented_settings():
     # The assumptions under Aphrodite's names took: none of them is left as a condition.
     assert not any(re.search(r"return_sampling_mask|trace_replay|fp64_gumbel|NANS_IN_LOGITS", c)
                    for c in configs), configs
-    top_k = [f for f in report["findings"] if f["function"] == "SamplingStates.get_top_k_top_p"
-             and f["inputs"] == ["SamplingParams.top_k"]]
-    assert top_k and top_k[0]["sinks"][0]["name"].endswith("_topk_topp_kernel")
+    assert not any(re.search(r"is_mm_encoder_only", c) for c in configs), configs
+    # warmup_kernels compiles the top-k/top-p kernels with both filters on: a top-k or
+    # top-p request by itself is no longer a WL001 finding (it was, before it was modeled).
+    assert not [f for f in report["findings"] if f["function"] == "SamplingStates.get_top_k_top_p"]
 
 
 @pytest.mark.network

@@ -155,6 +155,13 @@ class WarmupPass(PassPolicy):
         which only decides whether the steps run."""
         return not self._in_function_body(interp)
 
+    def opaque_config(self, interp) -> bool:
+        """Inside a warmup function's own body, config tests shape the scheduler's batches
+        (spec-decode tokens, encoder inputs, pipeline ranks), not the sampler's requests:
+        both ways, no config split. Config tests inside the steps (the sampler) are
+        decided as in any warmup."""
+        return self._in_function_body(interp)
+
     def skips_call(self, interp, callee) -> bool:
         """Inside a warmup function, only its own module's helpers, the request parameters
         it builds and its scheduler steps are followed: the rest of ``warmup_kernels``

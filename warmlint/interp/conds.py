@@ -141,6 +141,8 @@ class CondMixin:
             val = Pred("truthy", val)
         if not (isinstance(val, Pred) and val.sym.kind == "config"):
             return None
+        if self.policy.opaque_config(self):  # both ways, as a value: see the policy
+            return None
         if node is not None and val.op == "in":
             self.policy.config_test(self, node, val, self.context())
         # Choices made while building objects (dispatch bindings) or by the warmup's own

@@ -89,6 +89,11 @@ class PassPolicy:
         set-up methods (else it is opaque, unless an earlier read built it)."""
         return True
 
+    def opaque_config(self, interp) -> bool:
+        """Whether a config test in the current frame decides nothing this pass needs: it
+        is then followed both ways, like an unknown value, and splits no config."""
+        return False
+
     def skips_call(self, interp, callee: Value) -> bool:
         """A call this pass does not follow (its result is opaque)."""
         return False
