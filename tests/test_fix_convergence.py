@@ -12,13 +12,13 @@ import shutil
 
 import pytest
 
-from conftest import REPO, VARIANTS, make_tree, run_cli
+from conftest import VARIANTS, link_releases, make_tree, run_cli
+from conftest import release as conftest_release
 from warmlint.edits import NoFix
 from warmlint.request_values import changes
 from warmlint.state import SymFact
 from warmlint.values import Const, Dict, Tensor
 
-CACHE = {"WARMLINT_CACHE_DIR": str(REPO / ".cache" / "warmlint")}
 
 
 def _fix_then_check(root, *extra) -> dict:
@@ -87,8 +87,7 @@ def test_request_values_take_the_path():
 @pytest.mark.parametrize("version", ["0.20.0", "0.21.0",
                                      pytest.param("0.33.0", marks=pytest.mark.extended)])
 def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
-    run_cli("check", "--vllm", version, "--no-cache", "--format", "json", env=CACHE)
-    release = REPO / ".cache" / "warmlint" / "releases" / f"vllm-{version}"
+    release = conftest_release(version)
     root = tmp_path / "tree"
     shutil.copytree(release / "vllm", root / "vllm")
     report = _fix_then_check(root)
@@ -102,8 +101,9 @@ def test_no_wl004_prediction_below_the_8_row_minimum():
     has no minimum is speculative decoding's, which `verify`'s stand-in runner lacks."""
     from warmlint.verify import predicts
 
+    link_releases("0.21.0")
     report = run_cli("check", "--vllm", "0.21.0", "--no-cache", "--format", "json",
-                     "--select", "WL004", env=CACHE, check_json=True).json
+                     "--select", "WL004", check_json=True).json
     [topp] = [f for f in report["findings"] if f["extra"]["parameter"] == "TOPP_ENABLED"]
     config = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
     assert [b for b in (1, 37, 256) if predicts(topp, "topk_only", b, config)] == [37, 256]

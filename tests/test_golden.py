@@ -16,10 +16,9 @@ import re
 
 import pytest
 
-from conftest import REPO, VARIANTS, make_tree, run_cli
+from conftest import REPO, VARIANTS, link_releases, make_tree, run_cli
 
 GOLDEN = REPO / "tests" / "golden"
-CACHE = {"WARMLINT_CACHE_DIR": str(REPO / ".cache" / "warmlint")}
 UPDATE = os.environ.get("WARMLINT_UPDATE_GOLDEN") == "1"
 RELEASES = ["0.20.0", "0.21.0", "0.33.0", "0.34.0"]
 FIX_FLAVORS = {"": (), "-gen": ("--field", "generators"), "-wl004": ("--select", "WL004")}
@@ -50,13 +49,14 @@ def _findings_json(stdout: str, root: str) -> str:
 @pytest.mark.network
 @pytest.mark.parametrize("version", RELEASES)
 def test_release_findings_and_fixes(version):
-    proc = run_cli("check", "--vllm", version, "--no-cache", "--format", "json", env=CACHE)
+    link_releases(version)  # this test's own cache dir, the release from conftest.RELEASE_CACHE
+    proc = run_cli("check", "--vllm", version, "--no-cache", "--format", "json")
     assert proc.returncode in (0, 1), proc.stderr
     _compare(f"vllm-{version}.check.json", _findings_json(proc.stdout, "\0"))
     for flavor, extra in FIX_FLAVORS.items():
         if version in CHECK_ONLY or flavor and version not in FLAVORED:
             continue
-        fix = run_cli("fix", "--vllm", version, "--diff", *extra, env=CACHE)
+        fix = run_cli("fix", "--vllm", version, "--diff", *extra)
         assert fix.returncode in (0, 1), fix.stderr
         _compare(f"vllm-{version}.fix{flavor}.diff", fix.stdout)
         _compare(f"vllm-{version}.fix{flavor}.err", fix.stderr)
