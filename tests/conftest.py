@@ -177,12 +177,27 @@ def fenced_blocks(path: Path) -> list[tuple[str, str, int]]:
     return blocks
 
 
+FUZZ_COUNTS: dict = {}  # what was generated -> how many, as the reports carried them
+
+
+@pytest.fixture(autouse=True)
+def _fuzz_counts(request):
+    """A fuzz test module's ``COUNTS`` (inputs tried per test) travel in the test's report,
+    so the total is known where the run is reported, also with pytest-xdist workers."""
+    yield
+    for what, n in (getattr(request.module, "COUNTS", None) or {}).items():
+        request.node.user_properties.append((f"fuzz-count:{what}", n))
+
+
+def pytest_runtest_logreport(report):
+    for name, value in getattr(report, "user_properties", ()):
+        if isinstance(name, str) and name.startswith("fuzz-count:"):
+            FUZZ_COUNTS[name.split(":", 1)[1]] = value
+
+
 def pytest_terminal_summary(terminalreporter):
-    """How many generated cases the fuzz tests ran (`COUNTS` of each tests/test_fuzz*.py)."""
-    counts = {}
-    for name, module in list(sys.modules.items()):
-        if name.startswith("test_fuzz"):
-            counts.update(getattr(module, "COUNTS", {}))
-    if counts:
-        parts = ", ".join(f"{n} {what}" for what, n in counts.items())
-        terminalreporter.write_line(f"fuzz: {sum(counts.values())} generated cases ({parts})")
+    """How many generated cases the fuzz tests ran (``COUNTS`` of each tests/test_fuzz*.py)."""
+    if FUZZ_COUNTS:
+        parts = ", ".join(f"{n} {what}" for what, n in FUZZ_COUNTS.items())
+        terminalreporter.write_line(
+            f"fuzz: {sum(FUZZ_COUNTS.values())} generated cases ({parts})")
