@@ -177,7 +177,8 @@ def fresh_dir(scratch: Path, prefix: str, like: Path | None = None) -> Path:
 def prepare(version: str, releases: Path, scratch: Path) -> dict:
     """Copies of the release outside the repo (Fixit's walker skips the gitignored .cache/),
     a touched copy with the cache of its unchanged state, a probe of each mode, file lists."""
-    name, edited, extra = workloads.tree_name(version), workloads.sampler(version), workloads.extra_args(version)
+    name, extra = workloads.tree_name(version), workloads.extra_args(version)
+    edited = workloads.sampler(version, releases / name)
     tree, warm = scratch / name, scratch / f"cache-{name}-warm"
     copies = {label: (scratch / f"{name}-{suffix}", scratch / f"cache-{name}-{suffix}")
               for label, (suffix, _) in EDITS.items()}
@@ -351,7 +352,7 @@ def render(state: dict, output: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--versions", default="0.21.0,0.33.0",
+    parser.add_argument("--versions", default="0.21.0,0.33.0,0.34.0,aphrodite-engine==0.24.1",
                         help="vLLM versions, and forks as DIST==VERSION (bench/workloads.py FORKS, "
                              "e.g. aphrodite-engine==0.24.1); all must be in --releases already")
     parser.add_argument("--releases", type=Path, help="default: $WARMLINT_CACHE_DIR/releases")

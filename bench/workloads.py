@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-VLLM_SAMPLER = "vllm/v1/sample/sampler.py"
+VLLM_SAMPLERS = ("vllm/v1/sample/sampler.py",  # the v1 runner's, up to 0.33
+                 "vllm/v1/worker/gpu/sample/sampler.py")  # the v2 runner's: 0.34 has only it
 FORKS = {  # distribution -> (the sampler file the edit rows change, its settings)
     "aphrodite-engine": ("aphrodite/v1/worker/gpu/sample/sampler.py",
                          REPO / "docs" / "forks" / "aphrodite-engine.toml"),
@@ -36,9 +37,14 @@ def tree_name(workload: str) -> str:
     return f"{dist.replace('-', '_')}-{version}"
 
 
-def sampler(workload: str) -> str:
+def sampler(workload: str, tree: Path | None = None) -> str:
+    """The sampler file the edit rows change: a fork's, or vLLM's v1 sampler where the tree
+    has one, else the v2 sampler."""
     dist, _ = parse(workload)
-    return VLLM_SAMPLER if dist == "vllm" else FORKS[dist][0]
+    if dist != "vllm":
+        return FORKS[dist][0]
+    return next((s for s in VLLM_SAMPLERS if tree is None or (tree / s).is_file()),
+                VLLM_SAMPLERS[-1])
 
 
 def extra_args(workload: str) -> list[str]:
