@@ -12,7 +12,7 @@ from conftest import REPO
 
 PACKAGE = REPO / "warmlint"
 MAX_LINES = 400
-OVER_TODAY = {"warmlint/verify.py": 466, "warmlint/interp/exprs.py": 477}
+OVER_TODAY: dict = {}  # modules allowed over the limit, with their size today
 
 
 def _modules() -> dict[str, Path]:

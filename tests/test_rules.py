@@ -8,7 +8,7 @@ import pytest
 
 from warmlint import suppress
 from warmlint.check import analyze_tree
-from warmlint.configs import parse_assumed
+from warmlint.config_leaves import parse_assumed
 from warmlint.rules import load
 from warmlint.settings import Settings
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from warmlint.configs import MAX_DECISIONS, Assumptions, Decision, enumerate_all
+from warmlint.config_leaves import MAX_DECISIONS, Assumptions, Decision, enumerate_all
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo

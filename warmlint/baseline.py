@@ -12,7 +12,7 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from warmlint.config import UsageError
+from warmlint.settings_file import UsageError
 from warmlint.files import DATA_MAX_BYTES, read_regular, write_file
 from warmlint.findings import sort_key
 

@@ -10,7 +10,7 @@ import sys
 
 from warmlint import __version__
 from warmlint.commands import NAMES
-from warmlint.config import UsageError
+from warmlint.settings_file import UsageError
 from warmlint.printable import printable
 
 

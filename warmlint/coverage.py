@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from warmlint import sinks
 from warmlint.analysis import Facts, Program
-from warmlint.configs import facts_as_decisions
+from warmlint.config_leaves import facts_as_decisions
 from warmlint.interp import SinkHit
 from warmlint.specialization import request_facts
 from warmlint.state import Divergence

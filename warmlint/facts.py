@@ -199,7 +199,7 @@ class SpecializationGap:
             self.kernel_name + sink_table.kind_of(gap.kernel).launch_suffix]
 
     def configs(self) -> tuple[list, bool]:
-        from warmlint.configs import facts_as_decisions
+        from warmlint.config_leaves import facts_as_decisions
 
         gap = self._gap
         configs, exact = gap.program.leaf_configs(sorted(gap.leaves))

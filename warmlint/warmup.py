@@ -19,7 +19,7 @@ from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit
 from warmlint.resolve import ClassRef, FuncRef, Resolver
 from warmlint.state import State, SymFact, compatible, holds_within
 from warmlint.values import (
-    Builtin, ClassVal, Func, Obj, OneOf, RowIndex, Sym, Tensor, Unknown, Value, join_all,
+    Builtin, ClassVal, Func, Obj, RowIndex, Sym, Tensor, Unknown, Value, join_all,
     options,
 )
 

@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from warmlint.config import UsageError, resolve_targets
+from warmlint.settings_file import UsageError, resolve_targets
 
 NAMES = ["check", "fix", "verify", "info"]
 
@@ -62,7 +62,7 @@ def incomplete_exit(report, args) -> bool:
 
 def overrides(args) -> dict:
     """Settings given on the command line, in ``[tool.warmlint]`` shape."""
-    from warmlint.configs import parse_assumed
+    from warmlint.config_leaves import parse_assumed
 
     result: dict = {}
     assume = {}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_tree_options, downloaded,
                                incomplete_exit, overrides, progress, target, write_stdout)
-from warmlint.config import UsageError, display_path, load_settings
+from warmlint.settings_file import UsageError, display_path, load_settings
 from warmlint.printable import printable
 
 

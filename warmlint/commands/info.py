@@ -6,7 +6,7 @@ import json
 import sys
 
 from warmlint.commands import add_tree_options, overrides, target
-from warmlint.config import UsageError, load_settings
+from warmlint.settings_file import UsageError, load_settings
 
 
 def add_parser(sub) -> None:

@@ -7,7 +7,7 @@ import sys
 import time
 from pathlib import Path
 
-from warmlint.config import UsageError
+from warmlint.settings_file import UsageError
 
 
 def add_parser(sub) -> None:

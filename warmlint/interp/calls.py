@@ -304,7 +304,7 @@ def commit(obj: Obj, results: list) -> list:
     config atoms that split them choose code, not values: those become whole-run
     decisions and the analysis restarts (configs.PromoteConfig).
     """
-    from warmlint.configs import PromoteConfig
+    from warmlint.config_leaves import PromoteConfig
 
     names = {name for st, _ in results for (oid, name) in st.heap if oid == obj.oid}
     for name in sorted(names):

@@ -18,7 +18,7 @@ import libcst as cst
 from warmlint import shadows
 from warmlint.interp.frames import BranchResult
 from warmlint.state import Divergence, State, decide
-from warmlint.configs import PromoteConfig
+from warmlint.config_leaves import PromoteConfig
 from warmlint.values import ConfigChoice, OneOf, Pred, Sym, Value
 
 

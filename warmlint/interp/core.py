@@ -6,8 +6,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from warmlint.configs import ConfigDriver
-from warmlint.cst_functions import ParsedFunction
+from warmlint.config_leaves import ConfigDriver
 from warmlint.interp.attrs import AttrMixin
 from warmlint.interp.calls import CallMixin
 from warmlint.interp.conds import CondMixin

@@ -9,12 +9,13 @@ import operator
 import libcst as cst
 
 from warmlint.interp import tables
+from warmlint.interp.containers import ContainerMixin
 from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
 from warmlint.values import (
-    CLEAN, Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
+    Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
     TestOutcome,
-    Unknown, Value, join, join_all, options, same, taint_of,
+    Unknown, Value, join, options, same,
 )
 
 _BINOPS = {
@@ -39,7 +40,7 @@ def _literal(text: str):
     return ast.literal_eval(text)
 
 
-class ExprMixin:
+class ExprMixin(ContainerMixin):
     def eval(self, node: cst.BaseExpression, state: State) -> list:
         self.tick()
         return handler_for(type(self), _EXPR_HANDLERS, "expr_", type(node), _unknown_expr)(
@@ -97,93 +98,6 @@ class ExprMixin:
 
     def expr_Ellipsis(self, node, state):
         return [(state, Const(...))]
-
-    # -- containers -------------------------------------------------------------------------
-    def _elements(self, node, state, kind):
-        elts = [e for e in node.elements]
-        if any(isinstance(e, cst.StarredElement) for e in elts):
-            out = []
-            for st, vals in self.eval_seq([e.value for e in elts], state):
-                out.append((st, Seq(None, kind, None, taint_of(*vals))))
-            return out
-        return [(st, Seq(tuple(vals), kind, not vals)) for st, vals in
-                self.eval_seq([e.value for e in elts], state)]
-
-    def expr_Tuple(self, node, state):
-        return self._elements(node, state, "tuple")
-
-    def expr_List(self, node, state):
-        return self._elements(node, state, "list")
-
-    def expr_Set(self, node, state):
-        return self._elements(node, state, "set")
-
-    def expr_Dict(self, node, state):
-        if not node.elements:
-            return [(state, Dict({}, True))]
-        if any(isinstance(e, cst.StarredDictElement) for e in node.elements):
-            out = []
-            for st, vals in self.eval_seq([e.value for e in node.elements], state):
-                out.append((st, Dict(None, None, taint_of(*vals))))
-            return out
-        keys = [e.key for e in node.elements]
-        vals_nodes = [e.value for e in node.elements]
-        out = []
-        for st, vals in self.eval_seq(keys + vals_nodes, state):
-            ks, vs = vals[: len(keys)], vals[len(keys):]
-            if all(isinstance(k, Const) for k in ks):
-                items = {}
-                for k, v in zip(ks, vs):
-                    try:
-                        items[k.value] = v
-                    except TypeError:
-                        items = None
-                        break
-                out.append((st, Dict(items, False, CLEAN)))
-            else:
-                out.append((st, Dict(None, False, taint_of(*ks))))
-        return out
-
-    def _comprehension(self, node, state, kind):
-        out = []
-        for_in = node.for_in
-        iters = []
-        while for_in is not None:
-            iters.append(for_in.iter)
-            for_in = for_in.inner_for_in
-        for st, vals in self.eval_seq(iters, state):
-            taint = taint_of(*vals)
-            empty = True if any(decide(st, v) is False for v in vals) else None
-            if kind == "dict":
-                out.append((st, Dict(None, empty, taint)))
-                continue
-            elem = self._element_value(node, st, vals[0]) if len(iters) == 1 else None
-            out.append((st, Seq(None, kind, empty, taint, elem)))
-        return out
-
-    def _element_value(self, node, st: State, iterable: Value) -> Value | None:
-        """What every element of ``[elt for target in iterable]`` is: ``elt`` evaluated
-        once with ``target`` an element of ``iterable`` (in the comprehension's own scope,
-        so nothing it binds or writes leaks out)."""
-        if node.for_in.ifs or not isinstance(node.for_in.target, cst.Name):
-            return None
-        item = iterable.elem if isinstance(iterable, Seq) and iterable.elem is not None \
-            else Unknown("element", iterable.taint)
-        scope = self.assign(node.for_in.target, item, st.fork())
-        values = [v for _, v in self.eval(node.elt, scope)]
-        return join_all(values) if values else None
-
-    def expr_ListComp(self, node, state):
-        return self._comprehension(node, state, "list")
-
-    def expr_SetComp(self, node, state):
-        return self._comprehension(node, state, "set")
-
-    def expr_GeneratorExp(self, node, state):
-        return self._comprehension(node, state, "gen")
-
-    def expr_DictComp(self, node, state):
-        return self._comprehension(node, state, "dict")
 
     # -- operators --------------------------------------------------------------------------
     def expr_BinaryOperation(self, node, state):

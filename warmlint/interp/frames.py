@@ -58,7 +58,7 @@ class BranchResult(NamedTuple):
 class PassPolicy:
     """Where the warmup pass and the serving pass differ. Defaults: observe nothing."""
 
-    name = "?"  # "warmup" | "serving": where config atoms were consulted (configs.py)
+    name = "?"  # "warmup" | "serving": where config atoms were consulted (config_leaves.py)
     reuses_calls = False  # cold paths reuse each other's helper calls (interp/reuse.py)
     keeps_config_paths = False  # paths split on a config atom never merge (state.py)
     active = None  # warmup: the entry call being interpreted
