@@ -102,7 +102,12 @@ def fix(finding, facts):
     guarded by the dispatch-binding decisions under which the outcome is cold."""
     cold = finding.subject
     call = cold.calls[0]
-    arg = call.request_argument({i.split(".")[0] for i in cold.outcomes[0].inputs})
+    owners = {i.split(".")[0] for i in cold.outcomes[0].inputs}
+    arg = call.request_argument(owners)
+    if arg is None and owners and owners <= set(facts.settings.request_params_classes):
+        raise NoFix(f"the outcome is chosen by per-request rows ({', '.join(sorted(owners))}) "
+                    "that the warmup fills with its state methods (add_request); warmlint "
+                    "fix does not add rows yet")
     if arg is None:
         raise NoFix("the warmup's entry call passes no metadata object to replace()")
     changes = cold.request_changes(arg)

@@ -58,6 +58,9 @@ def test_seeded_or_greedy_rows_reach_the_filter_kernel_without_spec_decode(tmp_p
     assert "VLLM_USE_FLASHINFER_SAMPLER=1" in finding["configs"]
     assert "SamplingParams.seed" in finding["inputs"]
     assert set(finding["warmups"]) == {"GPUModelRunner._dummy_sampler_run", "warmup_kernels"}
+    # No automatic fix for v2 rows yet, and the reason says so (not a v1 metadata reason).
+    assert finding["fix"]["available"] is False
+    assert "per-request rows (SamplingParams)" in finding["fix"]["reason"]
 
 
 def test_a_seeded_warmup_step_warms_the_kernel(tmp_path):
