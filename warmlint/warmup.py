@@ -10,6 +10,7 @@ The serving pass replays those entries with the request left open.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from fnmatch import fnmatch
 
@@ -76,21 +77,12 @@ def _warmup_functions(resolver: Resolver, runners: set) -> list:
                 continue
             wanted = cst.Module(body=[]).code_for_node(params[0].annotation.annotation)
             wanted = wanted.strip("'\" ").rsplit(".", 1)[-1]
-            owners = sorted((r for r in runners if r.name == wanted),
-                            key=lambda r: -len(_common_prefix(r.module, module)))
+            owners = sorted((r for r in runners if r.name == wanted), key=lambda r: -len(
+                ".".join(os.path.commonprefix([r.module.split("."), module.split(".")]))))
             if owners:
                 found.append(WarmupMethod(FuncRef(module, name), owners[0], rel, info.start,
                                           function=True))
     return found
-
-
-def _common_prefix(a: str, b: str) -> str:
-    parts = []
-    for x, y in zip(a.split("."), b.split(".")):
-        if x != y:
-            break
-        parts.append(x)
-    return ".".join(parts)
 
 
 @dataclass
@@ -197,7 +189,14 @@ class WarmupPass(PassPolicy):
             return out
         self._steps.add(key)
         self.stepped.add(self.current)
-        for entry in [e for e in self.entries if not e.warmup.function]:
+        # One sampler run per distinct call: v2's `_dummy_sampler_run` makes the same call
+        # twice (empty rows, then warmup rows); a step runs the sampler once.
+        calls = {}
+        for entry in (e for e in self.entries if not e.warmup.function):
+            calls.setdefault((tuple(map(id, entry.args)),
+                              tuple(sorted((k, id(v)) for k, v in entry.kwargs.items())),
+                              id(entry.callee)), entry)
+        for entry in calls.values():
             for sampler in (o for o in options(entry.callee) if isinstance(o, Obj)):
                 out = self._step(interp, entry, sampler, requests, out)
         return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from warmlint.state import BranchSite, State
-from warmlint.values import Value
+from warmlint.values import Unknown, Value
 
 
 class BudgetExceeded(Exception):
@@ -80,8 +80,6 @@ class PassPolicy:
 
     def step(self, interp, state: State, node) -> list:
         """A scheduler step a warmup function runs (``worker_sample_tokens(...)``)."""
-        from warmlint.values import Unknown
-
         return [(state, Unknown("step"))]
 
     def builds_attr(self, interp, obj, name: str) -> bool:
