@@ -32,6 +32,12 @@ for (a per-row tensor), or a nested or derived input, has no automatic fix, and 
 finding's `fix.reason` says which. One call per cold sink, guarded by the
 dispatch-binding decisions common to every outcome that leaves it cold.
 
+On the model runner v2 the outcome is chosen by per-request rows
+(`self.sampler.add_request(req_idx, params)`), not by a metadata object. There the fix
+fills every row with a copy of the warmup's own request with one `fix-values` field set
+(`msgspec.structs.replace(warmup_params, seed=0)`), publishes the rows
+(`apply_staged_writes()`) and runs the warmup's sampler call again, under the same guard.
+
 **Fix safety.** Safe: the extra call runs only at start-up on dummy data, reuses the
 warmup's logits tensor (no copy, so peak memory does not grow beyond the heaviest real
 request), and never changes sampling results. It does lengthen start-up by one sampler
@@ -104,10 +110,13 @@ def fix(finding, facts):
     call = cold.calls[0]
     owners = {i.split(".")[0] for i in cold.outcomes[0].inputs}
     arg = call.request_argument(owners)
-    if arg is None and owners and owners <= set(facts.settings.request_params_classes):
-        raise NoFix(f"the outcome is chosen by per-request rows ({', '.join(sorted(owners))}) "
-                    "that the warmup fills with its state methods (add_request); warmlint "
-                    "fix does not add rows yet")
+    rows = owners & set(facts.settings.request_params_classes)
+    if rows:  # per-request rows (v2) decide it: fill them, else vary the metadata object
+        try:
+            return _fill_rows(cold, call, rows, facts)
+        except NoFix:
+            if arg is None:
+                raise
     if arg is None:
         raise NoFix("the warmup's entry call passes no metadata object to replace()")
     changes = cold.request_changes(arg)
@@ -128,6 +137,29 @@ def fix(finding, facts):
     return [InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
                        set_fields=tuple(changes), guard=tuple(guard), note=note,
                        names=names, field=field,
+                       covers=frozenset((cold.runner, s) for s in cold.sink_ids),
+                       priority=order.index(field) if field in order else len(order))]
+
+
+def _fill_rows(cold, call, owners: set, facts) -> list:
+    """Model runner v2: the outcome is chosen by per-request rows. Fill every row with a
+    copy of the warmup's own request with one field set (``seed=0``), publish the rows and
+    run the warmup's sampler call again, under the same guard as a v1 call."""
+    changes = cold.row_changes(sorted(owners)[0])
+    fill = cold.row_fill(call)
+    guard, reads_envs = call.guard(cold.binding_decisions)
+    field = changes[0][0]
+    sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
+    taken = " or ".join(dict.fromkeys(o.text for o in cold.outcomes))
+    note = (f"Warm the branch of {cold.site.function} taken when {taken}, with `{field}` "
+            f"set in every row; it reaches {sinks}"
+            + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
+               else "") + " (added by warmlint fix).")
+    order = list(facts.settings.fix_values)
+    return [InsertCall(call.path, call.function, fill.anchor, fill.call, None,
+                       set_fields=tuple(changes), guard=tuple(guard), note=note,
+                       names=("envs",) * reads_envs, field=field, fill=fill,
+                       imports=fill.imports,
                        covers=frozenset((cold.runner, s) for s in cold.sink_ids),
                        priority=order.index(field) if field in order else len(order))]
 

@@ -84,7 +84,7 @@ def test_request_values_take_the_path():
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("version", ["0.20.0", "0.21.0",
+@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.34.0",  # 0.34.0: v2 rows
                                      pytest.param("0.33.0", marks=pytest.mark.extended)])
 def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
     release = conftest_release(version)

@@ -58,9 +58,56 @@ def test_seeded_or_greedy_rows_reach_the_filter_kernel_without_spec_decode(tmp_p
     assert "VLLM_USE_FLASHINFER_SAMPLER=1" in finding["configs"]
     assert "SamplingParams.seed" in finding["inputs"]
     assert set(finding["warmups"]) == {"GPUModelRunner._dummy_sampler_run", "warmup_kernels"}
-    # No automatic fix for v2 rows yet, and the reason says so (not a v1 metadata reason).
-    assert finding["fix"]["available"] is False
-    assert "per-request rows (SamplingParams)" in finding["fix"]["reason"]
+    # The fix fills the rows with a seeded copy of the warmup's own request.
+    assert finding["fix"]["available"] is True
+    assert "fill every row with `msgspec.structs.replace(params, seed=0)`" in \
+        finding["fix"]["description"]
+
+
+FILL = """        if (
+            self.vllm_config.speculative_config is None
+            and envs.VLLM_USE_FLASHINFER_SAMPLER
+        ):
+            seed_params = msgspec.structs.replace({base}, seed=0)
+            for req_idx in range(num_reqs):
+                self.sampler.add_request(req_idx, 1, seed_params)
+            self.sampler(logits, batch)
+"""
+
+
+def _flat(text: str) -> str:
+    return "".join(text.replace("(\n", "(").split())
+
+
+def _fix(root: Path, out: Path) -> str:
+    proc = run_cli("fix", str(root), "--out", str(out), "--no-cache")
+    assert proc.returncode == 0, proc.stderr
+    again = run_cli("fix", "--check", str(out), "--no-cache")
+    assert again.returncode == 0, again.stdout + again.stderr  # one pass: a fixed point
+    assert _dispatch(_check(out)) == []  # the seeded/greedy outcome is warm now
+    return (out / RUNNER).read_text()
+
+
+def test_fix_fills_the_rows_after_the_warmups_own_row_loop(tmp_path):
+    text = _fix(_tree(tmp_path), tmp_path / "fixed")
+    assert _flat(FILL.format(base="params")) in _flat(text)
+    # after the sampler call that follows the loop, with the imports it needs
+    assert text.index("self.sampler.add_request(req_idx, 1, params)") < text.index(
+        "seed_params = ")
+    assert "import msgspec\n" in text and "import vllm.envs as envs\n" in text
+
+
+def test_fix_without_a_row_loop_copies_the_warmup_functions_request(tmp_path):
+    # 0.24-0.32: `_dummy_sampler_run` samples the empty rows only; `warmup_kernels`
+    # steps with SamplingParams.for_sampler_warmup().
+    root = _tree(tmp_path, (RUNNER, """        params = SamplingParams.for_sampler_warmup()
+        for req_idx in range(num_reqs):
+            self.sampler.add_request(req_idx, 1, params)
+        self.sampler(logits, batch)
+""", ""), (RUNNER, "from vllm.sampling_params import SamplingParams\n", ""))
+    text = _fix(root, tmp_path / "fixed")
+    assert _flat(FILL.format(base="SamplingParams.for_sampler_warmup()")) in _flat(text)
+    assert "from vllm.sampling_params import SamplingParams\n" in text  # as warmup.py has it
 
 
 def test_a_seeded_warmup_step_warms_the_kernel(tmp_path):
@@ -131,3 +178,20 @@ def test_the_analysis_budget_is_a_setting_and_exceeding_it_is_incomplete(tmp_pat
     proc = run_cli("check", str(root), "--no-cache", "--format", "json", check_json=True)
     assert proc.returncode == 2
     assert any("analysis budget exceeded" in r for r in proc.json["stats"]["incomplete"])
+
+
+@pytest.mark.parametrize("changed, warm", [("seed=0", True), ("top_k=5", False)])
+def test_rows_filled_with_a_changed_copy_are_read_not_taken_both_ways(tmp_path, changed, warm):
+    # A copy made by msgspec.structs.replace has known fields: a seeded copy warms the
+    # kernel, a copy that only changes top_k does not.
+    root = _tree(tmp_path, (RUNNER, "import torch\n", "import msgspec\nimport torch\n"),
+                 (RUNNER, """            self.sampler.add_request(req_idx, 1, params)
+        self.sampler(logits, batch)
+""", f"""            self.sampler.add_request(req_idx, 1, params)
+        self.sampler(logits, batch)
+        copy = msgspec.structs.replace(params, {changed})
+        for req_idx in range(num_reqs):
+            self.sampler.add_request(req_idx, 1, copy)
+        self.sampler(logits, batch)
+"""))
+    assert (_dispatch(_check(root)) == []) is warm

@@ -279,13 +279,12 @@ FIXED_NAMES = {"v1": "gpu_model_runner-{}.py", "v2": "model_runner_v2-{}.py"}
 
 
 def fixed_runners(version: str, cache: Path, release_cache: Path | None = None) -> dict:
-    """`warmlint fix --field generators` on the release: {runner: path} of the runner
+    """`warmlint fix` on the release (every automatic fix): {runner: path} of the runner
     files it changed (v1 gpu_model_runner.py, v2 gpu/model_runner.py)."""
     out = cache / "fixed" / version
     shutil.rmtree(out, ignore_errors=True)
     tree = release_tree(version, cache, release_cache)
-    cmd = [sys.executable, "-m", "warmlint.cli", "fix", str(tree), "--out", str(out),
-           "--field", "generators"]
+    cmd = [sys.executable, "-m", "warmlint.cli", "fix", str(tree), "--out", str(out)]
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
     made = {runner: str(out / rel) for runner, rel in RUNNER_FILES.items()
             if (out / rel).is_file()}

@@ -9,6 +9,9 @@ edit cover every fix so far:
   varied (``replace(<metadata>, field=value)``) and/or the batch cut to its first rows,
   under an ``if`` guard. Repeating the warmup's own call keeps its arguments, its place
   inside the warmup's out-of-memory handling and its logits tensor (no copy).
+  For the model runner v2, whose sampler reads per-request rows, the repeated call
+  follows a block that fills every row with a copy of the warmup's own request with the
+  fields changed (``fill``: a ``row_fill.RowFill``) and publishes them.
 - ``ReplaceExpression``: replace an expression of a function by another (WL003: a full
   copy of the logits by the tensor itself).
 
@@ -56,6 +59,8 @@ class InsertCall:
     covers: frozenset = frozenset()  # (runner, sink id) it warms
     priority: int = 0  # order among one rule's edits: lower first
     noun: tuple = ("warmup call", "warmup calls", "added")
+    fill: object = None  # row_fill.RowFill: fill every row first (v2); request_arg unused
+    imports: tuple = ()  # ((module, name or None), ...) the inserted code needs
 
     @property
     def key(self) -> tuple:
@@ -72,7 +77,11 @@ class InsertCall:
     def describe(self) -> str:
         call = " ".join(self.call.split()).replace("( ", "(").replace(", )", ")")
         parts = [f"call `{call.replace(' )', ')')}` again"]
-        if self.set_fields:
+        if self.fill is not None:
+            changed = ", ".join(f"{k}={v}" for k, v in self.set_fields)
+            parts = [f"fill every row with `{self.fill.replace}({self.fill.base}, {changed})` "
+                     f"and call `{call.replace(' )', ')')}` again"]
+        elif self.set_fields:
             parts.append("with " + ", ".join(f"{k}={v}" for k, v in self.set_fields))
         if self.rows:
             parts.append(f"on its first {self.rows.count} rows")

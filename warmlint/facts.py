@@ -157,6 +157,21 @@ class ColdBranch:
 
         return best(self._cold.path_facts, arg.values, arg.cls, self._facts.settings.fix_values)
 
+    def row_changes(self, cls: str) -> list:
+        """[(field, value source)]: the ``fix-values`` field that, set in every per-request
+        row (model runner v2), takes one of the serving paths reaching the cold sinks."""
+        from warmlint.request_values import row_changes
+
+        return row_changes(self._cold.path_facts, cls, self._facts.settings.fix_values)
+
+    def row_fill(self, call: WarmupCall):
+        """How ``call``'s warmup fills per-request rows, in source terms
+        (``row_fill.RowFill``); raises ``NoFix`` where it cannot be spelled."""
+        from warmlint import row_fill
+
+        steps = [w for w in self._cold.program.warmups if w.function]
+        return row_fill.find(call, self._facts._analysis.resolver, self._facts.settings, steps)
+
     @property
     def binding_decisions(self) -> list:
         """Config decisions (the sampler's dispatch binding) common to where its sinks are

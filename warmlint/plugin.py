@@ -29,12 +29,32 @@ import logging
 import os
 import sys
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 
 from warmlint.plugin_source import REPLACE as _REPLACE
 
-TARGET_MODULE = "vllm.v1.worker.gpu_model_runner"
 TARGET = "GPUModelRunner._dummy_sampler_run"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A model runner whose ``_dummy_sampler_run`` the plugin may upgrade."""
+
+    module: str
+    fields: frozenset  # the fix's fields: v1 seeds a metadata object, v2 seeds every row
+    depth: int  # how many directories up from the module's file the tree root is
+
+    @property
+    def runner_file(self) -> str:
+        return self.module.replace(".", "/") + ".py"
+
+
+TARGETS = {t.module: t for t in (
+    Target("vllm.v1.worker.gpu_model_runner", frozenset({"generators"}), 3),  # v1
+    Target("vllm.v1.worker.gpu.model_runner", frozenset({"seed"}), 4),  # v2 (0.24+)
+)}
+TARGET_MODULE = "vllm.v1.worker.gpu_model_runner"
 FIELDS = {"generators"}
 
 
@@ -51,19 +71,20 @@ def _logger():
         return logging.getLogger("warmlint.plugin")
 
 
-def _inert(reason: str, what: str = "analyze") -> None:
+def _inert(reason: str, what: str = "analyze", module: str = TARGET_MODULE) -> None:
     try:
         _logger().warning("warmlint plugin: could not %s %s (%s); vLLM left unchanged",
-                          what, TARGET_MODULE, reason)
+                          what, module, reason)
     except Exception:  # noqa: BLE001 - not even logging may break vLLM
         pass
 
 
-def _values(settings) -> dict:
-    return {f: settings.fix_values[f] for f in sorted(FIELDS)}
+def _values(settings, target: Target) -> dict:
+    return {f: settings.fix_values[f] for f in sorted(target.fields)}
 
 
-def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> str | None:
+def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE,
+                                   target: Target = TARGETS[TARGET_MODULE]) -> str | None:
     """The upgraded method's source, or None if the installed warmup needs no fix.
 
     ``root`` is the directory holding the ``vllm`` package. A cached source is returned
@@ -75,9 +96,9 @@ def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> 
     from warmlint.settings import Settings
     from warmlint.summary_cache import SummaryCache, default_cache_dir
 
-    settings = Settings(select=("WL001",), warmup_files=("vllm/v1/worker/gpu_model_runner.py",))
+    settings = Settings(select=("WL001",), warmup_files=(target.runner_file,))
     cache = SummaryCache(default_cache_dir(), f"{__version__}:plugin:{settings.fingerprint()}")
-    key = f"plugin:{root}"
+    key = f"plugin:{target.module}:{root}"
     cached = cache.get_result(key, root)
     if isinstance(cached, dict) and cached.get("incomplete"):
         raise Incomplete(_summary(cached["incomplete"]))
@@ -85,11 +106,12 @@ def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE) -> 
         return None
     if isinstance(cached, dict) and replace_name == _REPLACE:
         cls, name = TARGET.split(".")
-        original = installed_method(root / (TARGET_MODULE.replace(".", "/") + ".py"), cls, name)
+        original = installed_method(root / target.runner_file, cls, name)
         if original is not None and is_upgrade_of(cached.get("source"), original,
-                                                   _values(settings)):
+                                                   _values(settings, target),
+                                                   settings.request_params_classes):
             return cached["source"]
-    source, deps, problems = _generate(root, settings, replace_name)
+    source, deps, problems = _generate(root, settings, replace_name, target)
     cache.put_result(key, deps, {"source": source, "incomplete": problems})
     if problems:
         raise Incomplete(_summary(problems))
@@ -103,7 +125,7 @@ def _summary(problems) -> str:
     return f"incomplete analysis: {problems[0]}{more}"
 
 
-def _generate(root: Path, settings, replace_name: str):
+def _generate(root: Path, settings, replace_name: str, target: Target):
     """(source or None, the files it depends on, the analysis's problems)."""
     from warmlint.check import analyze_tree
     from warmlint.codemod.plan import build_plan
@@ -113,15 +135,15 @@ def _generate(root: Path, settings, replace_name: str):
     report = analyze_tree(root, settings, None, packages=("vllm",))
     if report.incomplete:
         return None, report.deps, report.incomplete
-    if f"{TARGET_MODULE}.{TARGET}" not in report.stats["warmups"]:  # not "already warm"
+    if f"{target.module}.{TARGET}" not in report.stats["warmups"]:  # not "already warm"
         return None, report.deps, [f"{TARGET} not found as a warmup of the installed vLLM"]
-    plan = build_plan(report, fields=FIELDS)
+    plan = build_plan(report, fields=set(target.fields))
     insertions = [e for e in plan.edits if isinstance(e, InsertCall) and e.function == TARGET]
     source = None
     if insertions:
         tree = report.facts.tree
-        info = tree.toc(TARGET_MODULE).classes["GPUModelRunner"].methods["_dummy_sampler_run"]
-        method = "".join(tree.lines(TARGET_MODULE)[info.start - 1: info.end])
+        info = tree.toc(target.module).classes["GPUModelRunner"].methods["_dummy_sampler_run"]
+        method = "".join(tree.lines(target.module)[info.start - 1: info.end])
         wrapped = "class GPUModelRunner:\n" + method
         new, applied = apply_edits(wrapped, insertions, replace_name=replace_name)
         if applied:
@@ -134,42 +156,62 @@ def upgrade(module) -> bool:
 
     Never raises: any failure is logged and leaves the module as it was.
     """
+    name = getattr(module, "__name__", TARGET_MODULE)
     try:
-        return _upgrade(module)
+        return _upgrade(module, TARGETS.get(name, TARGETS[TARGET_MODULE]))
     except Exception as exc:  # noqa: BLE001 - never break vLLM start-up
-        _inert(f"{type(exc).__name__}: {exc}")
+        _inert(f"{type(exc).__name__}: {exc}", module=name)
         return False
 
 
-def _upgrade(module) -> bool:
+def _upgrade(module, target: Target) -> bool:
     cls = getattr(module, "GPUModelRunner", None)
     original = getattr(cls, "_dummy_sampler_run", None)
     if original is None or getattr(original, "__warmlint__", False):
         return False
-    root = Path(module.__file__).resolve().parents[3]
+    root = Path(module.__file__).resolve().parents[target.depth]
     try:
-        source = fixed_dummy_sampler_run_source(root)
+        source = fixed_dummy_sampler_run_source(root, target=target)
     except Incomplete as exc:
-        _inert(str(exc))
+        _inert(str(exc), module=target.module)
         return False
     if source is None:
-        _logger().info("warmlint plugin: %s already warms the seeded sampler path; "
-                       "nothing to do", TARGET)
+        _logger().info("warmlint plugin: %s.%s already warms the seeded sampler path; "
+                       "nothing to do", target.module, TARGET)
         return False
     try:
         return _install(module, cls, source)
     except Exception as exc:  # noqa: BLE001 - e.g. a fork without vllm/envs.py
-        _inert(f"{type(exc).__name__}: {exc}", "upgrade")
+        _inert(f"{type(exc).__name__}: {exc}", "upgrade", target.module)
         return False
 
 
-def _install(module, cls, source: str) -> bool:
-    namespace = module.__dict__
-    extra = {_REPLACE: dataclasses.replace}
-    if "envs." in source and "envs" not in namespace:  # the guard reads vLLM's env switches
-        import importlib
+def _replace(obj, **changes):
+    """A copy of a request object with fields changed: a msgspec struct (v2's
+    ``SamplingParams``) or a dataclass (v1's ``SamplingMetadata``)."""
+    if dataclasses.is_dataclass(obj):
+        return dataclasses.replace(obj, **changes)
+    import msgspec
 
-        extra["envs"] = importlib.import_module(module.__name__.split(".")[0] + ".envs")
+    return msgspec.structs.replace(obj, **changes)
+
+
+def _install(module, cls, source: str) -> bool:
+    import importlib
+
+    from warmlint.plugin_source import request_classes_read
+    from warmlint.settings import Settings
+
+    namespace = module.__dict__
+    package = module.__name__.split(".")[0]
+    extra = {_REPLACE: _replace}
+    if "envs." in source and "envs" not in namespace:  # the guard reads vLLM's env switches
+        extra["envs"] = importlib.import_module(package + ".envs")
+    # A v2 fix may start from the warmup function's request (`SamplingParams.
+    # for_sampler_warmup()`): the class comes from the installed package itself.
+    for name in request_classes_read(source, Settings().request_params_classes):
+        if name not in namespace:
+            extra[name] = getattr(importlib.import_module(package), name)
     code = compile(source, f"<warmlint plugin: {TARGET}>", "exec")
     for name, value in extra.items():
         namespace.setdefault(name, value)
@@ -190,20 +232,28 @@ class _AfterImport:
     Its own failures never reach the import: the module then loads as if it were absent.
     """
 
+    def __init__(self):
+        self.pending = set(TARGETS) - set(sys.modules)
+
     def find_spec(self, name, path=None, target=None):
-        if name != TARGET_MODULE:
+        if name not in self.pending:
             return None
         try:
             return self._wrap(name)
         except Exception as exc:  # noqa: BLE001 - the import goes on without the plugin
-            _inert(f"{type(exc).__name__}: {exc}")
+            _inert(f"{type(exc).__name__}: {exc}", module=name)
             return None
 
     def _wrap(self, name):
+        self.pending.discard(name)
         sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
         from importlib.util import find_spec
 
-        spec = find_spec(name)
+        try:
+            spec = find_spec(name)
+        finally:
+            if self.pending:  # the other runner may still be imported
+                sys.meta_path.insert(0, self)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return None
         loader = spec.loader
@@ -223,10 +273,15 @@ def register() -> None:
         if os.environ.get("WARMLINT_PLUGIN", "1").strip().lower() in ("0", "false", "off", "no"):
             _logger().info("warmlint plugin: disabled by WARMLINT_PLUGIN=0")
             return
-        module = sys.modules.get(TARGET_MODULE)
-        if module is not None:
-            upgrade(module)
-        elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        for name in TARGETS:
+            module = sys.modules.get(name)
+            if module is not None:
+                upgrade(module)
+        waiting = set(TARGETS) - set(sys.modules)
+        finder = next((f for f in sys.meta_path if isinstance(f, _AfterImport)), None)
+        if finder is not None:  # registered before: wait for every runner not imported
+            finder.pending |= waiting
+        elif waiting:
             sys.meta_path.insert(0, _AfterImport())
     except Exception as exc:  # noqa: BLE001 - never break vLLM start-up
         _inert(f"{type(exc).__name__}: {exc}")

@@ -128,3 +128,44 @@ def _holds(fact: SymFact, value) -> bool | None:
         if (fact.lo is not None and value < fact.lo) or (fact.hi is not None and value > fact.hi):
             return False
     return True
+
+
+def row_requirements(path: dict, cls: str) -> dict:
+    """{field: SymFact} that every row must meet for a warmup filling all rows alike to
+    take ``path``, from its ``any``/``all`` facts over a ``cls`` field
+    (``any:SamplingParams.seed:is_none:None:True`` true: some row's seed is not None)."""
+    from warmlint.state import refine_fact
+
+    out: dict = {}
+    for key, fact in path.items():
+        reduction, _, rest = key.partition(":")
+        if reduction not in ("any", "all") or fact.truthy is None:
+            continue
+        sym, _, rest = rest.partition(":")
+        owner, _, name = sym.partition(".")
+        pred, _, rest = rest.partition(":")
+        const_text, _, negated = rest.rpartition(":")
+        if owner != cls or "." in name:
+            continue
+        try:
+            const = ast.literal_eval(const_text)
+        except (ValueError, SyntaxError):
+            continue
+        holds = fact.truthy != (negated == "True")  # uniform rows: any == all == each
+        out[name] = refine_fact(out.get(name) or SymFact(), pred, const, holds)
+    return out
+
+
+def row_changes(paths: list, cls: str, fix_values: dict) -> list:
+    """[(field, value source)]: one ``fix-values`` field that, set in every row, makes the
+    rows take one of ``paths`` (fields in ``fix-values`` order); NoFix if none does."""
+    needs = [row_requirements(path, cls) for path in paths]
+    for name, source in fix_values.items():
+        for need in needs:
+            if name in need and _holds(need[name], _parse(source)) is True:
+                return [(name, source)]
+    wanted = sorted({f"{n} {describe(f)}" for need in needs for n, f in need.items()})
+    raise NoFix("no fix-values field sets the rows this outcome needs"
+                + (f" ({', '.join(wanted)})" if wanted else
+                   " (it reads the rows through a value no single field sets, such as a "
+                   "maximum over the batch)"))

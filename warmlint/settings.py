@@ -71,6 +71,9 @@ class Settings:
     # Methods a sampler fills its per-request state with (model runner v2), given a row
     # index and a request's parameters: serving replays them with the parameters open.
     state_methods: tuple[str, ...] = ("add_request",)
+    # Methods that publish the rows the state methods staged (called by a v2 fix after
+    # filling rows, before its sampler call).
+    state_publish_methods: tuple[str, ...] = ("apply_staged_writes",)
     # Bases whose subclasses' constructors set their annotated fields, like a dataclass.
     struct_bases: tuple[str, ...] = ("msgspec.Struct",)
     triton_decorators: tuple[str, ...] = ("triton.jit", "triton.autotune", "triton.heuristics")
@@ -109,6 +112,7 @@ class Settings:
         "generators": "{0: torch.Generator(device=self.device).manual_seed(0)}",
         "max_num_logprobs": "1",
         "logprob_token_ids": "{0: [0]}",
+        "seed": "0",  # a SamplingParams field: set in every row by a v2 fix
     })
 
     def rule_enabled(self, code: str) -> bool:

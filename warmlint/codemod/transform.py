@@ -166,7 +166,10 @@ class ApplyEdits(VisitorBasedCodemodCommand):
             indent = self.indent_unit * (len(self.classes) + 1 + len(anchor) // 2)
             todo_here = sorted(groups[anchor], key=lambda e: (e.rows.count if e.rows else 0,
                                                                e.field))
-            new = [self._statement(edit, anchor_stmt, indent) for edit in todo_here]
+            used = _names_in(updated)
+            new = [self._fill(edit, anchor_stmt, indent, used, updated)
+                   if edit.fill is not None
+                   else self._statement(edit, anchor_stmt, indent) for edit in todo_here]
             new = [n for n in new if n is not None]
             if new:
                 # After a `return self.sampler(...)` the call would never run: go before it.
@@ -202,6 +205,39 @@ class ApplyEdits(VisitorBasedCodemodCommand):
         self.applied.append(edit)
         return cst.parse_statement(comment + body)
 
+    def _fill(self, edit: InsertCall, anchor_stmt, indent: int, used: set, anchor_scope):
+        """Model runner v2: fill every row with the changed request, publish, call again."""
+        call = _find_call(anchor_stmt, edit.call)
+        if call is None:
+            return None
+        fill = edit.fill
+        for module, name in edit.imports:
+            local = name or module.split(".")[0]
+            if self._bound is not None and local not in self._bound:
+                self.needed.append((module, name, None))
+        self._imports(edit, with_replace=False)
+        params = _fresh(f"{edit.field or 'warmup'}_params", used)
+        # A loop variable the warmup already loops with may be reused; any other is new.
+        row = fill.row_var if (fill.row_var not in used
+                               or fill.row_var in _loop_targets(anchor_scope)) \
+            else _fresh(fill.row_var, used)
+        changed = ", ".join(f"{k}={v}" for k, v in edit.set_fields)
+        replace = self.forced_replace or fill.replace
+        copy = f"{params} = {replace}({fill.base}, {changed})"
+        terms = list(edit.guard)
+        inner = indent + (4 if terms else 0)
+        if inner + len(copy) > LINE:
+            copy = f"{params} = {replace}(\n    {fill.base}, {changed}\n)"
+        args = ", ".join(a.format(row=row, params=params) for a in fill.args)
+        lines = [copy, f"for {row} in range({fill.count}):", f"    {fill.method}({args})",
+                 *fill.publish, _code(call)]
+        body = "\n".join(lines) + "\n"
+        if terms:
+            body = format_guard(terms, indent) + "\n" + textwrap.indent(body, "    ")
+        comment = "".join(f"# {line}\n" for line in textwrap.wrap(edit.note, LINE - indent - 2))
+        self.applied.append(edit)
+        return cst.parse_statement(comment + body)
+
     def _meta(self, node: cst.BaseExpression, edit: InsertCall) -> tuple:
         """(replace name, base expression, overrides) for the request-object argument."""
         base, overrides = _code(node), []
@@ -218,10 +254,11 @@ class ApplyEdits(VisitorBasedCodemodCommand):
                           if f not in taken]
         return self.replace_name, base, overrides
 
-    def _imports(self, edit: InsertCall) -> None:
+    def _imports(self, edit: InsertCall, with_replace: bool = True) -> None:
         if self._bound is None:
             return
-        self.needed.extend(getattr(self, "_need", []))
+        if with_replace:
+            self.needed.extend(getattr(self, "_need", []))
         for name in edit.names:
             if name not in self._bound:
                 self.needed.append((self.envs_module, None, "envs") if name == "envs"
@@ -262,6 +299,37 @@ class _Replace(cst.CSTTransformer):
 
 def _code(node) -> str:
     return cst.Module([]).code_for_node(node)
+
+
+def _names_in(node) -> set:
+    """Every name the function reads or binds (a new local must not clash)."""
+    names: set = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_Name(self, name: cst.Name) -> None:
+            names.add(name.value)
+
+    node.visit(Finder())
+    return names
+
+
+def _loop_targets(node) -> set:
+    names: set = set()
+
+    class Finder(cst.CSTVisitor):
+        def visit_For(self, loop: cst.For) -> None:
+            if isinstance(loop.target, cst.Name):
+                names.add(loop.target.value)
+
+    node.visit(Finder())
+    return names
+
+
+def _fresh(name: str, used: set) -> str:
+    while name in used:
+        name += "_"
+    used.add(name)
+    return name
 
 
 def _norm(text: str) -> str:

@@ -2,7 +2,7 @@
 
 Only what the analysis needs is modeled: the batch dimension of tensors (so that
 ``logits.shape[0] >= 8`` is a request-dependent branch), emptiness of dicts and lists
-(``generators={}``), ``dataclasses.replace``, ``torch.compile`` and external JIT sinks.
+(``generators={}``), ``dataclasses.replace`` (and msgspec's), ``torch.compile`` and external JIT sinks.
 Anything else returns an unknown value that keeps the taint of its inputs.
 """
 
@@ -48,6 +48,11 @@ def _shape_batch(shape: Value) -> Value | None:
     return None
 
 
+# A copy of an object with fields changed (a fix's `replace(warmup_params, seed=0)`): the
+# copy's fields are known, so a warmup filling rows with it is read, never "both ways".
+COPY_WITH_CHANGES = ("dataclasses.replace", "msgspec.structs.replace", "copy.replace")
+
+
 def call_external(interp, fv: External, args, kwargs, state: State, node) -> list:
     name = fv.qualname
     settings = interp.settings
@@ -59,7 +64,7 @@ def call_external(interp, fv: External, args, kwargs, state: State, node) -> lis
         if args and isinstance(args[0], Func):
             return [(state, Func(args[0].ref, args[0].bound, compiled=True))]
         return [(state, Builtin("compile_decorator"))]
-    if name == "dataclasses.replace" and args and isinstance(args[0], Obj):
+    if name in COPY_WITH_CHANGES and args and isinstance(args[0], Obj):
         clone = Obj(args[0].cls, {**args[0].attrs, **kwargs}, label=args[0].label)
         return [(state, clone)]
     head, _, leaf = name.rpartition(".")
