@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint.state import State, decide
-from warmlint.values import CLEAN, Const, Dict, Seq, Unknown, Value, join_all, taint_of
+from warmlint.values import Builtin, CLEAN, Const, Dict, Seq, Unknown, Value, join_all, taint_of
 
 
 class ContainerMixin:
@@ -97,3 +97,26 @@ class ContainerMixin:
 
     def expr_DictComp(self, node, state):
         return self._comprehension(node, state, "dict")
+
+
+# Methods that change a list, dict or set in place; ``append`` and the like leave it
+# non-empty. The local that names the container is rebound to what it may hold now.
+_GROWS = {"append", "insert", "add", "setdefault", "appendleft"}
+_MUTATES = _GROWS | {"extend", "update", "clear", "pop", "remove", "discard", "popitem",
+                     "sort", "reverse"}
+
+
+def after_mutation(func: Value, node: cst.Call, state: State, args: list) -> State:
+    if not (isinstance(func, Builtin) and func.name.split(".", 1)[0] in ("seq", "dict")
+            and func.name.split(".", 1)[1] in _MUTATES and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Name)):
+        return state
+    name, method = node.func.value.value, func.name.split(".", 1)[1]
+    old = state.env.get(name)
+    if old is None or not isinstance(old, (Seq, Dict)):
+        return state
+    taint = taint_of(old, *args)
+    empty = False if method in _GROWS else (True if method == "clear" else None)
+    new = Dict(None, empty, taint) if isinstance(old, Dict) else \
+        Seq(None, old.kind, empty, taint)
+    return state.evolve(env={**state.env, name: new})

@@ -9,7 +9,7 @@ import operator
 import libcst as cst
 
 from warmlint.interp import tables
-from warmlint.interp.containers import ContainerMixin
+from warmlint.interp.containers import ContainerMixin, after_mutation
 from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
 from warmlint.values import (
@@ -358,31 +358,9 @@ class ExprMixin(ContainerMixin):
                     else:
                         args.append(v)
                 for st3, result in self.call(func, args, kwargs, st2, node):
-                    out.append((_after_mutation(func, node, st3, args), result))
+                    out.append((after_mutation(func, node, st3, args), result))
         return out
 
-
-# Methods that change a list, dict or set in place; ``append`` and the like leave it
-# non-empty. The local that names the container is rebound to what it may hold now.
-_GROWS = {"append", "insert", "add", "setdefault", "appendleft"}
-_MUTATES = _GROWS | {"extend", "update", "clear", "pop", "remove", "discard", "popitem",
-                     "sort", "reverse"}
-
-
-def _after_mutation(func: Value, node: cst.Call, state: State, args: list) -> State:
-    if not (isinstance(func, Builtin) and func.name.split(".", 1)[0] in ("seq", "dict")
-            and func.name.split(".", 1)[1] in _MUTATES and isinstance(node.func, cst.Attribute)
-            and isinstance(node.func.value, cst.Name)):
-        return state
-    name, method = node.func.value.value, func.name.split(".", 1)[1]
-    old = state.env.get(name)
-    if old is None or not isinstance(old, (Seq, Dict)):
-        return state
-    taint = taint_of(old, *args)
-    empty = False if method in _GROWS else (True if method == "clear" else None)
-    new = Dict(None, empty, taint) if isinstance(old, Dict) else \
-        Seq(None, old.kind, empty, taint)
-    return state.evolve(env={**state.env, name: new})
 
 
 _EXPR_HANDLERS: dict = {}
