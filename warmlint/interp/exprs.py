@@ -13,25 +13,9 @@ from warmlint.interp.containers import ContainerMixin, after_mutation
 from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
 from warmlint.values import (
-    Builtin,
-    Const,
-    Dict,
-    External,
-    Func,
-    Lambda,
-    OneOf,
-    Pred,
-    RowIndex,
-    Seq,
-    Sym,
-    Tensor,
+    Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
     TestOutcome,
-    Unknown,
-    Value,
-    join,
-    options,
-    same,
-    taint_of,
+    Unknown, Value, join, options, same, taint_of,
 )
 
 _BINOPS = {
