@@ -7,7 +7,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint.state import State, decide
-from warmlint.values import Builtin, CLEAN, Const, Dict, Seq, Unknown, Value, join_all, taint_of
+from warmlint.values import CLEAN, Builtin, Const, Dict, Seq, Unknown, Value, join_all, taint_of
 
 
 class ContainerMixin:
