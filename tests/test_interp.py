@@ -51,6 +51,28 @@ def by_config(config):
     return 2
 
 
+class Box:
+    def __init__(self, size):
+        self.size = size
+        self.doubled = size * 2
+
+    def big(self):
+        return self.size > 8
+
+
+def boxed(n):
+    box = Box(n)
+    return box.doubled if box.big() else -1
+
+
+def refined(x):
+    if x is None:
+        return 0
+    if x is None:
+        return 99  # never: the first test refined x on this path
+    return 1
+
+
 def grows():
     seen = {}
     seen.setdefault("k", 1)
@@ -146,6 +168,18 @@ def test_a_config_test_is_a_whole_run_decision_enumerated_both_ways(tmp_path):
     assert not left and len(leaves) == 2
     assert sorted(map(tuple, seen)) == [("1",), ("2",)]  # one value per leaf, never both
     assert {d.outcome for driver, _ in leaves for d in driver.trace} == {True, False}
+
+
+def test_objects_keep_their_attributes_and_methods_see_them(tmp_path):
+    interp = _interp(tmp_path)
+    assert _values(_call(interp, "boxed", Const(10))) == ["20"]
+    assert _values(_call(interp, "boxed", Const(3))) == ["-1"]
+
+
+def test_a_branch_refines_what_later_branches_know(tmp_path):
+    interp = _interp(tmp_path)
+    x = Sym("Req.x", "request", "Req.x")
+    assert _values(_call(interp, "refined", x)) == ["0", "1"]  # never 99
 
 
 def test_a_list_appended_to_is_not_empty_any_more(tmp_path):
