@@ -41,6 +41,9 @@ DEFAULT_ASSUME: dict[str, Any] = {
     "VLLM_COMPUTE_NANS_IN_LOGITS": False,
     "VLLM_GPU_SYNC_CHECK": False,
     "model_config.use_fp64_gumbel": False,
+    # A multimodal encoder-only deployment runs no sampler (vLLM's warmups skip it for
+    # that reason): the sampler's findings are about the models that sample.
+    "is_mm_encoder_only": False,
     # A vocabulary is larger than any top-k a warmup asks for.
     "model_config.get_vocab_size()": ">=1024",
     # FlashInfer is installed and its JIT works (vLLM's CUDA requirements install it).
