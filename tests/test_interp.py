@@ -13,11 +13,11 @@ from warmlint.config_leaves import Assumptions, ConfigDriver, enumerate_all
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp.core import Interp
-from warmlint.interp.frames import PassPolicy
-from warmlint.resolve import FuncRef, Resolver
+from warmlint.interp.frames import Frame, PassPolicy
+from warmlint.resolve import ClassRef, FuncRef, Resolver
 from warmlint.settings import Settings
 from warmlint.state import State
-from warmlint.values import Const, Func, Sym, Unknown, options
+from warmlint.values import Const, Func, Obj, Sym, Unknown, options
 
 SOURCE = '''
 import triton
@@ -71,6 +71,21 @@ def refined(x):
     if x is None:
         return 99  # never: the first test refined x on this path
     return 1
+
+
+class Runner:
+    def __init__(self, config):
+        self.config = config
+        self.unused = expensive_setup()
+        self.sampler = None
+        self.width = 4
+
+    def load_model(self):
+        self.sampler = Box(self.width)
+
+
+def expensive_setup():
+    raise RuntimeError("never run: the lazy root reads only what is asked")
 
 
 def grows():
@@ -180,6 +195,18 @@ def test_a_branch_refines_what_later_branches_know(tmp_path):
     interp = _interp(tmp_path)
     x = Sym("Req.x", "request", "Req.x")
     assert _values(_call(interp, "refined", x)) == ["0", "1"]  # never 99
+
+
+def test_the_lazy_runner_builds_only_the_attributes_read_in_set_up_order(tmp_path):
+    interp = _interp(tmp_path)
+    runner = Obj(ClassRef("pkg.mod", "Runner"), {}, lazy=True, label="runner")
+    interp.stack = [Frame(None, "pkg.mod", "<test>")]
+    sampler = interp.lazy_attr(runner, "sampler")  # None in __init__, built in load_model
+    assert isinstance(sampler, Obj) and sampler.cls.name == "Box"
+    size = sampler.attrs["size"]
+    assert isinstance(size, Const) and size.value == 4
+    assert interp.lazy_attr(runner, "sampler") is sampler  # built once (memo)
+    assert interp.lazy_attr(runner, "nothing") is None  # never assigned
 
 
 def test_a_list_appended_to_is_not_empty_any_more(tmp_path):
