@@ -124,21 +124,28 @@ def fix(finding, facts):
         raise NoFix("cannot locate the entry call statement")
     field = _field_of(cold) or changes[0][0]
     guard, reads_envs = call.guard(cold.binding_decisions)
-    sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
-    note = (f"Warm the branch of {cold.site.function} taken when "
-            f"{cold.outcomes[0].text}; it reaches {sinks}"
-            + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
-               else "") + " (added by warmlint fix).")
+    note = _note(cold, f"taken when {cold.outcomes[0].text}", guard)
     names = ("torch",) * any("torch" in v for _, v in changes) + ("envs",) * reads_envs
-    # One call per cold sink: when two outcomes reach the same sink, the first field of
-    # fix-values wins (once `max_num_logprobs` warms the compiled rank count, the
-    # `logprob_token_ids` outcome reaching the same sink is warm too).
-    order = list(facts.settings.fix_values)
     return [InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
                        set_fields=tuple(changes), guard=tuple(guard), note=note,
-                       names=names, field=field,
-                       covers=frozenset((cold.runner, s) for s in cold.sink_ids),
-                       priority=order.index(field) if field in order else len(order))]
+                       names=names, field=field, **_planning(cold, field, facts))]
+
+
+def _note(cold, taken: str, guard) -> str:
+    sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
+    return (f"Warm the branch of {cold.site.function} {taken}; it reaches {sinks}"
+            + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
+               else "") + " (added by warmlint fix).")
+
+
+def _planning(cold, field: str, facts) -> dict:
+    """What the planner needs: the sinks the call warms, and its rank. One call per cold
+    sink: when two outcomes reach the same sink, the first field of fix-values wins (once
+    `max_num_logprobs` warms the compiled rank count, the `logprob_token_ids` outcome
+    reaching the same sink is warm too)."""
+    order = list(facts.settings.fix_values)
+    return {"covers": frozenset((cold.runner, s) for s in cold.sink_ids),
+            "priority": order.index(field) if field in order else len(order)}
 
 
 def _fill_rows(cold, call, owners: set, facts) -> list:
@@ -149,19 +156,12 @@ def _fill_rows(cold, call, owners: set, facts) -> list:
     fill = cold.row_fill(call)
     guard, reads_envs = call.guard(cold.binding_decisions)
     field = changes[0][0]
-    sinks = ", ".join(sink_phrase(s) for s in cold.sinks)
     taken = " or ".join(dict.fromkeys(o.text for o in cold.outcomes))
-    note = (f"Warm the branch of {cold.site.function} taken when {taken}, with `{field}` "
-            f"set in every row; it reaches {sinks}"
-            + ("; skipped where the sampler's dispatch binding makes it redundant" if guard
-               else "") + " (added by warmlint fix).")
-    order = list(facts.settings.fix_values)
+    note = _note(cold, f"taken when {taken}, with `{field}` set in every row", guard)
     return [InsertCall(call.path, call.function, fill.anchor, fill.call, None,
                        set_fields=tuple(changes), guard=tuple(guard), note=note,
                        names=("envs",) * reads_envs, field=field, fill=fill,
-                       imports=fill.imports,
-                       covers=frozenset((cold.runner, s) for s in cold.sink_ids),
-                       priority=order.index(field) if field in order else len(order))]
+                       imports=fill.imports, **_planning(cold, field, facts))]
 
 
 def _field_of(cold) -> str:

@@ -6,12 +6,19 @@ from __future__ import annotations
 import pytest
 
 from warmlint.edits import NoFix
+from warmlint.interp import tables
 from warmlint.request_values import row_changes, row_requirements
 from warmlint.state import SymFact
+from warmlint.values import Pred, Sym
 
 ANY_SEEDED = "any:SamplingParams.seed:is_none:None:True"  # any(seed is not None)
 ANY_GREEDY = "any:SamplingParams.temperature:eq:0.0:False"  # any(temperature == 0.0)
 FIX_VALUES = {"generators": "{0: g}", "seed": "0"}
+
+
+def test_the_keys_read_are_the_ones_the_tables_write():
+    seed = Sym("SamplingParams.seed", "request", "SamplingParams.seed")
+    assert tables.reduction_key("any", Pred("is_none", seed, negated=True)) == ANY_SEEDED
 
 
 def test_any_over_uniform_rows_is_a_fact_about_each_row():

@@ -14,6 +14,15 @@ from libcst.metadata import MetadataWrapper, PositionProvider
 from warmlint.index import FuncInfo, IndexError_, SourceTree, comments
 
 
+def annotation_names(param: cst.Param) -> set:
+    """The class names a parameter's annotation allows (``SamplingParams | None`` ->
+    {"SamplingParams", "None"}; ``"x.SamplingParams"`` -> {"SamplingParams"})."""
+    if param.annotation is None:
+        return set()
+    text = cst.Module(body=[]).code_for_node(param.annotation.annotation)
+    return {part.strip(" '\"").rsplit(".", 1)[-1] for part in text.split("|")}
+
+
 @dataclass(eq=False)
 class ParsedFunction:
     module: str

@@ -134,24 +134,23 @@ def row_requirements(path: dict, cls: str) -> dict:
     """{field: SymFact} that every row must meet for a warmup filling all rows alike to
     take ``path``, from its ``any``/``all`` facts over a ``cls`` field
     (``any:SamplingParams.seed:is_none:None:True`` true: some row's seed is not None)."""
+    from warmlint.interp.tables import parse_reduction_key
     from warmlint.state import refine_fact
 
     out: dict = {}
     for key, fact in path.items():
-        reduction, _, rest = key.partition(":")
-        if reduction not in ("any", "all") or fact.truthy is None:
+        parsed = parse_reduction_key(key)
+        if parsed is None or fact.truthy is None:
             continue
-        sym, _, rest = rest.partition(":")
+        _, sym, pred, const_text, negated = parsed
         owner, _, name = sym.partition(".")
-        pred, _, rest = rest.partition(":")
-        const_text, _, negated = rest.rpartition(":")
         if owner != cls or "." in name:
             continue
         try:
             const = ast.literal_eval(const_text)
         except (ValueError, SyntaxError):
             continue
-        holds = fact.truthy != (negated == "True")  # uniform rows: any == all == each
+        holds = fact.truthy != negated  # uniform rows: any == all == each
         out[name] = refine_fact(out.get(name) or SymFact(), pred, const, holds)
     return out
 

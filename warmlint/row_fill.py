@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from warmlint.codemod.anchors import statement_path
+from warmlint.cst_functions import annotation_names
 from warmlint.edits import NoFix
 from warmlint.values import Obj, options
 
@@ -64,15 +65,13 @@ def find(call, resolver, settings, step_functions: list) -> RowFill:
         base, anchor_node = loop
         anchor_node = anchor_node or call._entry.node
         anchor, code = statement_path(fn.node, anchor_node), call.source(anchor_node)
-        cls_name, module = _class_of(base, fn, settings), fn.module
+        cls_name, module = _only_request_class(settings), fn.module
     else:
         base, cls_name, module = _step_request(step_functions, resolver, settings)
         anchor, code = call.anchor, call.code
-        bound = resolver.tree.toc(fn.module).imports
-        root = base.split(".")[0].split("(")[0]
-        if root not in bound:
-            target = resolver.tree.toc(module).imports.get(root, f"{module}.{root}")
-            imports.append((target.rsplit(".", 1)[0], target.rsplit(".", 1)[1]))
+        if cls_name not in resolver.tree.toc(fn.module).imports:
+            target = resolver.tree.toc(module).imports.get(cls_name, f"{module}.{cls_name}")
+            imports.append(tuple(target.rsplit(".", 1)))
     if call.batch_var is None:
         raise NoFix("the warmup has no local holding its batch size to loop over")
     replace, need = _replace_function(cls_name, module, resolver, settings)
@@ -90,19 +89,12 @@ def _state_method(cls, resolver, settings):
                 f"{list(settings.state_methods)}")
 
 
-def _annotation(param: cst.Param) -> set:
-    if param.annotation is None:
-        return set()
-    text = cst.Module(body=[]).code_for_node(param.annotation.annotation)
-    return {part.strip(" '\"").rsplit(".", 1)[-1] for part in text.split("|")}
-
-
 def _arguments(params: list, settings) -> tuple[tuple, str]:
     if not params:
         raise NoFix("the state method takes no row index")
     out, row_var = ["{row}"], params[0].name.value
     for param in params[1:]:
-        names = _annotation(param)
+        names = annotation_names(param)
         if names & set(settings.request_params_classes):
             out.append("{params}")
         elif param.default is not None:
@@ -121,7 +113,7 @@ def _loop_argument(fn_node, method_code: str, params: list, settings):
     """(request argument source, the sampler call after the loop or None) for the first
     ``for`` loop of the warmup that calls the state method, or None."""
     position = next((i for i, p in enumerate(params)
-                     if _annotation(p) & set(settings.request_params_classes)), None)
+                     if annotation_names(p) & set(settings.request_params_classes)), None)
     keyword = params[position].name.value if position is not None else None
     found: list = []
 
@@ -187,8 +179,9 @@ def _code(node) -> str:
     return cst.Module(body=[]).code_for_node(node)
 
 
-def _class_of(base: str, fn, settings) -> str:
-    # The loop's request is a local of a request-params class; which one is its name.
+def _only_request_class(settings) -> str:
+    """The class of the loop's request: the one ``request-params-classes`` entry ("" when
+    there are several: the copy's function is then not known)."""
     classes = list(settings.request_params_classes)
     return classes[0] if len(classes) == 1 else ""
 

@@ -16,6 +16,7 @@ from fnmatch import fnmatch
 
 import libcst as cst
 
+from warmlint.cst_functions import annotation_names
 from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit
 from warmlint.resolve import ClassRef, FuncRef, Resolver
 from warmlint.state import State, SymFact, compatible, holds_within
@@ -327,11 +328,7 @@ def _seed_param(param: cst.Param, settings) -> Value:
 def _annotated(param: cst.Param, classes: tuple) -> bool:
     """Whether ``param`` is annotated with one of ``classes`` (``sampling_params:
     SamplingParams``, ``SamplingParams | None``)."""
-    if param.annotation is None:
-        return False
-    text = cst.Module(body=[]).code_for_node(param.annotation.annotation)
-    names = {part.strip(" '\"").rsplit(".", 1)[-1] for part in text.split("|")}
-    return bool(names & set(classes))
+    return bool(annotation_names(param) & set(classes))
 
 
 def _requests_in(interp, state: State):

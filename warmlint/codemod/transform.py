@@ -211,10 +211,6 @@ class ApplyEdits(VisitorBasedCodemodCommand):
         if call is None:
             return None
         fill = edit.fill
-        for module, name in edit.imports:
-            local = name or module.split(".")[0]
-            if self._bound is not None and local not in self._bound:
-                self.needed.append((module, name, None))
         self._imports(edit, with_replace=False)
         params = _fresh(f"{edit.field or 'warmup'}_params", used)
         # A loop variable the warmup already loops with may be reused; any other is new.
@@ -263,6 +259,9 @@ class ApplyEdits(VisitorBasedCodemodCommand):
             if name not in self._bound:
                 self.needed.append((self.envs_module, None, "envs") if name == "envs"
                                    else (name, None, None))
+        for module, name in edit.imports:
+            if (name or module.split(".")[0]) not in self._bound:
+                self.needed.append((module, name, None))
 
     def transform_module_impl(self, tree: cst.Module) -> cst.Module:
         self.indent_unit = len(tree.default_indent.replace("\t", "    "))

@@ -107,11 +107,13 @@ _MUTATES = _GROWS | {"extend", "update", "clear", "pop", "remove", "discard", "p
 
 
 def after_mutation(func: Value, node: cst.Call, state: State, args: list) -> State:
-    if not (isinstance(func, Builtin) and func.name.split(".", 1)[0] in ("seq", "dict")
-            and func.name.split(".", 1)[1] in _MUTATES and isinstance(node.func, cst.Attribute)
-            and isinstance(node.func.value, cst.Name)):
+    if not isinstance(func, Builtin):
         return state
-    name, method = node.func.value.value, func.name.split(".", 1)[1]
+    kind, _, method = func.name.partition(".")
+    if not (kind in ("seq", "dict") and method in _MUTATES
+            and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)):
+        return state
+    name = node.func.value.value
     old = state.env.get(name)
     if old is None or not isinstance(old, (Seq, Dict)):
         return state

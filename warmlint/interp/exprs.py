@@ -15,7 +15,7 @@ from warmlint.state import State, decide
 from warmlint.values import (
     Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
     TestOutcome,
-    Unknown, Value, join, options, same, taint_of,
+    Unknown, Value, join, options, same,
 )
 
 _BINOPS = {

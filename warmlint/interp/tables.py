@@ -116,9 +116,25 @@ def reduce(op: str, value: Value, state: State) -> Value | None:
     pred = _as_pred(elem)
     if pred is not None and pred.sym.kind == "request":
         text = f"{op}({pred.sym.label}{_op_text(pred)})"
-        return Sym(f"{op}:{pred.sym.key}:{pred.op}:{pred.const!r}:{pred.negated}", "request",
-                   text, elem.taint)
+        return Sym(reduction_key(op, pred), "request", text, elem.taint)
     return Unknown(op, elem.taint)
+
+
+def reduction_key(op: str, pred: Pred) -> str:
+    """The request symbol of ``any``/``all`` over rows holding ``pred``
+    (``any:SamplingParams.seed:is_none:None:True``: some row's seed is not None)."""
+    return f"{op}:{pred.sym.key}:{pred.op}:{pred.const!r}:{pred.negated}"
+
+
+def parse_reduction_key(key: str):
+    """(reduction, sym key, pred op, const source, negated) of a ``reduction_key``, or None."""
+    reduction, _, rest = key.partition(":")
+    if reduction not in ("any", "all"):
+        return None
+    sym, _, rest = rest.partition(":")
+    pred, _, rest = rest.partition(":")
+    const_text, _, negated = rest.rpartition(":")
+    return reduction, sym, pred, const_text, negated == "True"
 
 
 def _as_pred(value: Value) -> Pred | None:
@@ -143,5 +159,6 @@ def known_rows(value: Value) -> bool:
     return any(isinstance(o, Tensor) and o.rows is not None for o in options(value))
 
 
-__all__ = ["Table", "element", "write", "reduce", "derived", "maker_element", "new",
+__all__ = ["Table", "element", "write", "reduce", "reduction_key", "parse_reduction_key",
+           "derived", "maker_element", "new",
            "rows_of", "known_rows", "OneOf"]
