@@ -5,6 +5,7 @@ Rules (``warmlint.rules``) turn the per-leaf observations gathered here into fin
 
 from __future__ import annotations
 
+import gc
 import time
 from dataclasses import dataclass, field
 
@@ -12,6 +13,7 @@ from warmlint.config_leaves import MAX_DECISIONS, Assumptions, Decision, enumera
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo
+from warmlint.leaf_fork import Parallel, available
 from warmlint.resolve import Resolver
 from warmlint.serving import ServingPass, run_entries
 from warmlint.settings import Settings
@@ -66,14 +68,32 @@ class Facts:
     truncated: bool = False
     seconds: float = 0.0
     functions_parsed: int = 0
+    parallel: Parallel | None = None  # forked leaves (``jobs``), or serial
 
 
-def analyze(tree: SourceTree, settings: Settings) -> Facts:
+def analyze(tree: SourceTree, settings: Settings, jobs: int | None = None) -> Facts:
+    """``jobs``: config leaves in forked processes, up to this many at once
+    (``leaf_fork``); None runs them one after another in this process."""
     started = time.perf_counter()
+    # The interpreter allocates millions of short-lived values and few cycles: the
+    # default collector thresholds make it re-scan the large live heap ~10% of the time.
+    thresholds = gc.get_threshold()
+    gc.set_threshold(50_000, 20, 100)
+    try:
+        return _analyze(tree, settings, jobs, started)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _analyze(tree: SourceTree, settings: Settings, jobs: int | None, started: float) -> Facts:
     loader = FunctionLoader(tree)
     resolver = Resolver(tree, loader, settings)
     methods = discover(resolver)
     facts = Facts(tree, resolver, settings, methods)
+    if available(jobs):
+        from warmlint.leaf_transport import Transport
+
+        facts.parallel = Parallel(jobs, Transport(tree, resolver))
     seen_errors: set = set()
     runners: dict = {}
     for method in methods:
@@ -98,6 +118,8 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
         winterp = Interp(resolver, driver, warm, memo)
         errors = run_warmups(winterp, methods)
         reused = _reusable(replays, warm, driver)
+        if reused is None and facts.parallel is not None:  # another process's
+            reused = facts.parallel.published(lambda keys: _fingerprint(warm, driver, keys))
         if reused is not None:
             return Leaf(list(driver.trace), warm, reused, dict(driver.used_assumptions)), errors
         before = (len(driver.trace), set(driver.consulted))
@@ -106,10 +128,14 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
         errors += run_entries(sinterp, warm.entries)
         if len(driver.trace) == before[0]:  # serving took no whole-run decision
             consulted = set(driver.consulted) - before[1]
-            replays.setdefault(_fingerprint(warm, driver, consulted), (serving, consulted))
+            key = _fingerprint(warm, driver, consulted)
+            replays.setdefault(key, (serving, consulted))
+            if facts.parallel is not None:
+                facts.parallel.publish(key, consulted, serving)
         return Leaf(list(driver.trace), warm, serving, dict(driver.used_assumptions)), errors
 
-    leaves, left = enumerate_all(run, Assumptions(settings.assume), settings.max_configs)
+    leaves, left = enumerate_all(run, Assumptions(settings.assume), settings.max_configs,
+                                facts.parallel.round if facts.parallel else None)
     first = methods[0]
     if left:  # configs never analyzed: their findings are unknown
         facts.truncated = True
@@ -153,10 +179,16 @@ def _fingerprint(warm: WarmupPass, driver, extra_keys: set) -> str:
     taken = sorted((k, o, repr(sorted(map(repr, (sorted(c.items()) for c in cfgs)))))
                    for k, outcomes in warm.taken.items() for o, cfgs in outcomes.items())
     hits = sorted((h.sink_id, h.site.key) for h in warm.hits)
-    entries = [(id(e.node), type(e.callee).__name__, getattr(getattr(e.callee, "cls", None),
+    entries = [(_node_key(e), type(e.callee).__name__, getattr(getattr(e.callee, "cls", None),
                                                             "dotted", ""),
                 repr(sorted(e.cfg.items()))) for e in warm.entries]
     return repr((facts, taken, hits, sorted(warm.registry), entries))
+
+
+def _node_key(entry) -> tuple:
+    """The entry's call site, the same in every process (forked leaves share replays)."""
+    fn = entry.frame.fn if entry.frame is not None else None
+    return (fn.path, fn.qualname, fn.index_of(entry.node)) if fn is not None else id(entry.node)
 
 
 def _reusable(replays: dict, warm: WarmupPass, driver):

@@ -57,11 +57,12 @@ def _report_from_cache(root: Path, cached) -> Report | None:
 
 def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
                  packages: tuple[str, ...] | None = None, progress: str = "off",
-                 overlay: dict | None = None) -> Report:
+                 overlay: dict | None = None, jobs: int | None = None) -> Report:
     """Run the analysis and every enabled rule; no filtering by path or suppression.
 
     progress: a ``warmlint.progress`` mode; the ticker counts the files read so far.
-    ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round)."""
+    ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round).
+    ``jobs``: config leaves in up to this many forked processes; None: serially."""
     from warmlint.analysis import analyze
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
@@ -73,7 +74,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
                       overlay)
     produced: dict = {}  # code -> findings in the order the rule produced them (fixes)
     with Ticker(f"analyzing {root}", lambda: f"{len(tree.files_read)} files read", progress):
-        facts = analyze(tree, settings)
+        facts = analyze(tree, settings, jobs)
         rule_facts = RuleFacts(facts)
         for rule in load():
             if rule.kind == "analysis" and settings.rule_enabled(rule.code):
@@ -111,7 +112,8 @@ def _dependencies(root: Path, files_read: dict) -> dict:
 
 
 def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
-              cache_dir: Path | None = None, progress: str = "off") -> Report:
+              cache_dir: Path | None = None, progress: str = "off",
+              jobs: int | None = None) -> Report:
     started = time.perf_counter()
     cache = SummaryCache(cache_dir or default_cache_dir(), f"{__version__}:{settings.fingerprint()}",
                          settings.max_file_size) if use_cache else None
@@ -121,7 +123,7 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
         if report is not None:
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
             return report
-    report = analyze_tree(root, settings, cache, progress=progress)
+    report = analyze_tree(root, settings, cache, progress=progress, jobs=jobs)
     if cache is not None:
         payload = dict(report.to_json(), files=report.files)
         cache.put_result(key, report.deps, payload, report.codes,

@@ -10,6 +10,7 @@ recorded decision is then flipped in a later run (depth first). Pinned atoms
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -137,6 +138,12 @@ class ConfigDriver:
     infeasible: bool = False  # some object cannot be built in this leaf's config
     consulted: dict = field(default_factory=dict)  # sym key -> where first consulted
     whole_run: set = field(default_factory=set)  # keys promoted to leaf decisions
+    # Decisions past the prefix fork a process (leaf_fork.LeafForker); None: True
+    forker: Any = field(default=None, repr=False, compare=False)
+    # perf_counter at creation and at the last decision: the work before it is what a
+    # forked leaf shares with the leaf it branches from (leaf_fork)
+    created: float = field(default_factory=time.perf_counter, repr=False, compare=False)
+    decided_at: float = field(default=0.0, repr=False, compare=False)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True, where: str = "warmup"):
@@ -161,10 +168,17 @@ class ConfigDriver:
             self.truncated = True
             return op != "is_none"
         k = len(self.trace)
-        outcome = self.prefix[k] if k < len(self.prefix) else True
+        outcome = self.prefix[k] if k < len(self.prefix) else (
+            self.forker.branch(self, k) if self.forker is not None else True)
         self.trace.append(Decision(sym.key, sym.label, op, const, outcome, where))
+        self.decided_at = time.perf_counter()
         self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
+
+    def poll(self) -> None:
+        """Called now and then by a long run: a forked leaf stops if its round is over."""
+        if self.forker is not None:
+            self.forker.poll()
 
     def known(self, sym: Sym, op: str, const: Any, path: dict | None = None) -> bool | None:
         """The atom's truth if the path, the leaf or an assumption already says; no fork."""
@@ -196,15 +210,25 @@ def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumption
 
 
 def enumerate_all(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
-                  max_leaves: int = 256) -> tuple[list, bool]:
+                  max_leaves: int = 256, one_round: Callable | None = None) -> tuple[list, bool]:
     """Run ``run`` once per leaf of the config decision tree (depth first).
 
     When a run finds config atoms that choose a binding (PromoteConfig), the enumeration
     starts over with those atoms as leaf decisions; that happens at most a few times.
+    ``one_round(run, new_driver, max_leaves) -> (leaves, left)`` replaces one round of the
+    enumeration here (``leaf_fork.Parallel.round``: forked leaves, the same leaves in the
+    same order); ``new_driver(prefix, forker)`` makes a leaf's driver.
     """
     whole_run: set = set()
     for _ in range(8):
         try:
+            if one_round is not None:
+                def new_driver(prefix, forker, whole_run=whole_run):
+                    driver = ConfigDriver(prefix, assumptions, forker=forker)
+                    driver.whole_run = whole_run
+                    return driver
+
+                return one_round(run, new_driver, max_leaves)
             return _enumerate(run, assumptions, max_leaves, whole_run)
         except PromoteConfig as promoted:
             if promoted.keys <= whole_run:

@@ -59,11 +59,11 @@ def chain_of(div: Divergence, hit: SinkHit) -> list[str]:
     else:  # the branch's function returned before the sink was reached
         frames = [branch[-1]] + list(at_hit[common:])
     names = [q for _, q in frames if not q.startswith("<")]
-    return names + [hit.display + sinks.KINDS[hit.kind].launch_suffix]
+    return names + [hit.display + sinks.kind_named(hit.kind).launch_suffix]
 
 
 def _covered_by_registry(hit: SinkHit, registry: set) -> bool:
-    if sinks.KINDS[hit.kind].covered:
+    if sinks.kind_named(hit.kind).covered:
         return True  # serving stops at registered dispatchers (see calls.py)
     return any(f"{module}.{qual}" in registry for module, qual in hit.stack)
 

@@ -6,6 +6,7 @@ and map back to the file's own line and column numbers.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -33,10 +34,18 @@ class ParsedFunction:
     line_shift: int  # real line = synthetic line + line_shift
     _positions: dict | None = field(default=None, repr=False)
     _code: dict = field(default_factory=dict, repr=False)  # node -> one-line source
+    _index: dict | None = field(default=None, repr=False)  # id(node) -> pre-order index
 
     @property
     def qualname(self) -> str:
         return self.info.qualname
+
+    def index_of(self, node: cst.CSTNode) -> int:
+        """``node``'s index in a fixed walk of this function: a key that is the same in
+        every process that parsed the same text (forked config leaves compare keys)."""
+        if self._index is None:
+            self._index = {id(n): i for i, n in enumerate(walk(self.wrapper_module))}
+        return self._index.get(id(node), -1)
 
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source on one line, without comments; memoized, since every config
@@ -96,6 +105,30 @@ class FunctionLoader:
             raise IndexError_(rel, info.start, f"cannot locate {info.qualname} in its span")
         shift = info.start - (2 if indented else 1)
         return ParsedFunction(module, rel, info, node, wrapper_module, shift)
+
+
+_FIELDS: dict = {}
+
+
+def walk(root: cst.CSTNode) -> list:
+    """Every node under ``root``, pre-order over dataclass fields (deterministic)."""
+    out: list = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        names = _FIELDS.get(type(node))
+        if names is None:
+            names = _FIELDS[type(node)] = tuple(f.name for f in dataclasses.fields(node))
+        kids = []
+        for name in names:
+            value = getattr(node, name)
+            if isinstance(value, cst.CSTNode):
+                kids.append(value)
+            elif isinstance(value, (tuple, list)):
+                kids.extend(v for v in value if isinstance(v, cst.CSTNode))
+        stack.extend(reversed(kids))
+    return out
 
 
 def one_line(code: str) -> str:

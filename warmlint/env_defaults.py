@@ -11,7 +11,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-UNKNOWN = object()
+from warmlint.markers import Marker
+
+UNKNOWN = Marker(__name__, "UNKNOWN")
 
 
 def env_default(root: Path, name: str, package: str = "vllm"):

@@ -16,10 +16,11 @@ from __future__ import annotations
 import ast
 
 from warmlint.edits import NoFix
+from warmlint.markers import Marker
 from warmlint.state import _UNSET, SymFact, _hashable
 from warmlint.values import Const, Dict, Obj, Seq, Tensor
 
-SET = object()  # a value known to be not None (a tensor, an object, a seeded generator)
+SET = Marker(__name__, "SET")  # a value known to be not None (a tensor, an object, a seeded generator)
 
 
 def changes(values: dict, cls: str, path: dict, fix_values: dict) -> list:
@@ -67,7 +68,7 @@ def describe(fact: SymFact) -> str:
     return "unset" if fact.none or fact.truthy is False else "in another state"
 
 
-_UNKNOWN = object()
+_UNKNOWN = Marker(__name__, "_UNKNOWN")
 
 
 def _concrete(value):

@@ -64,6 +64,12 @@ def external_kind(package: str) -> SinkKind:
     return kind
 
 
+def kind_named(name: str) -> SinkKind:
+    """A kind by name; an external package's kind is made on first use (in any process:
+    a leaf computed in a forked process may name one this process has not made yet)."""
+    return KINDS.get(name) or external_kind(name)
+
+
 def make_id(kind: SinkKind, target: str) -> str:
     return f"{kind.name}:{target}"
 

@@ -241,7 +241,7 @@ def specialization_gaps(facts) -> list[Gap]:
             for _, hits, _ in leaf.serving.cold.values():
                 serving += hits
             for kernel in sorted({h.sink_id for h in leaf.warm.hits
-                                  if sinks.KINDS[h.kind].specializes}):
+                                  if sinks.kind_named(h.kind).specializes}):
                 sig = kernel_signature(facts.resolver, _kernel_ref(kernel))
                 if sig is None:
                     continue

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from warmlint.markers import Marker
 from warmlint.values import CLEAN, Const, OneOf, Pred, Sym, Taint, TestOutcome, Value, join
 
-_UNSET = object()
+_UNSET = Marker(__name__, "_UNSET")
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def decide(state: State, value: Value) -> bool | None:
     if isinstance(value, OneOf):
         results = {decide(state, o) for o in value.options}
         return results.pop() if len(results) == 1 else None
-    from warmlint.values import Dict, Func, Lambda, Obj, Seq, Tensor, ClassVal, Module
+    from warmlint.values import ClassVal, Dict, Func, Lambda, Module, Obj, Seq, Tensor
 
     if isinstance(value, (Dict, Seq)) and value.empty is not None:
         return not value.empty

@@ -41,11 +41,12 @@ class FixResult:
 
 
 def compute_fixes(root: Path, settings, fields: set | None = None,
-                  progress: str = "off") -> FixResult:
+                  progress: str = "off", jobs: int | None = None) -> FixResult:
     from warmlint.check import analyze_tree
 
     def analyze(texts: dict, banned: set):
-        report = analyze_tree(root, settings, None, progress=progress, overlay=texts)
+        report = analyze_tree(root, settings, None, progress=progress, overlay=texts,
+                              jobs=jobs)
         return report, build_plan(report, fields=fields, banned=banned)
 
     texts: dict = {}  # rel -> text after the rounds so far

@@ -38,6 +38,33 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress on stderr (downloads, long analyses)")
 
+def add_jobs_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
+                        help="config leaves analyzed at once, in forked processes (default: "
+                             "the number of cores; 1: one at a time, still sharing the work "
+                             "leaves have in common; 0: no forking)")
+
+
+def _jobs(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of jobs: {text!r}") from None
+    if not 0 <= value <= 1024:
+        raise argparse.ArgumentTypeError(f"jobs must be between 0 and 1024, not {value}")
+    return value
+
+
+def jobs(args) -> int | None:
+    """Forked leaves for this invocation: --jobs, else the cores this process may use;
+    None (serial) for 0."""
+    value = args.jobs
+    if value is None:
+        value = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    return value or None
+
+
 def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="exit by findings even when part of the tree could not be analyzed "

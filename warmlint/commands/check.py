@@ -5,8 +5,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from warmlint.commands import (add_incomplete_option, add_tree_options, downloaded,
-                               incomplete_exit, overrides, progress, target, write_stdout)
+from warmlint.commands import (add_incomplete_option, add_jobs_option, add_tree_options,
+                               downloaded, incomplete_exit, jobs, overrides, progress, target,
+                               write_stdout)
 from warmlint.settings_file import UsageError, display_path, load_settings
 
 
@@ -17,6 +18,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--output", "-o", type=Path, metavar="FILE", help="write the report to FILE")
     parser.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
     add_incomplete_option(parser)
+    add_jobs_option(parser)
     known = parser.add_mutually_exclusive_group()
     known.add_argument("--baseline", type=Path, metavar="FILE",
                        help="report only findings not recorded in FILE")
@@ -41,7 +43,8 @@ def run(args) -> int:
     settings, _ = load_settings(root, overrides(args), args.config)
     known = baseline.load(args.baseline) if args.baseline else None  # fail before analyzing
     report = suppress.apply(run_check(root, settings, use_cache=not args.no_cache,
-                                      cache_dir=args.cache_dir, progress=progress(args)),
+                                      cache_dir=args.cache_dir, progress=progress(args),
+                                      jobs=jobs(args)),
                             settings)
     fixes.complete(report.findings)
     show = None if downloaded(args) else (lambda rel: display_path(root, rel))

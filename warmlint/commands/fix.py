@@ -8,8 +8,9 @@ import shutil
 import sys
 from pathlib import Path
 
-from warmlint.commands import (add_incomplete_option, add_tree_options, downloaded,
-                               incomplete_exit, overrides, progress, target, write_stdout)
+from warmlint.commands import (add_incomplete_option, add_jobs_option, add_tree_options,
+                               downloaded, incomplete_exit, jobs, overrides, progress, target,
+                               write_stdout)
 from warmlint.settings_file import UsageError, display_path, load_settings
 from warmlint.printable import printable
 
@@ -28,6 +29,7 @@ def add_parser(sub) -> None:
     parser.add_argument("--field", action="append", metavar="NAME",
                         help="only fix outcomes driven by this metadata field (repeatable)")
     add_incomplete_option(parser)
+    add_jobs_option(parser)
 
 
 def run(args) -> int:
@@ -41,7 +43,7 @@ def run(args) -> int:
     if args.out and not (args.diff or args.check):
         _check_out(args.out, root)
     result = compute_fixes(root, settings, set(args.field) if args.field else None,
-                           progress=progress(args))
+                           progress=progress(args), jobs=jobs(args))
     show = (lambda rel: rel) if downloaded(args) else (lambda rel: display_path(root, rel))
     files = [f for f in result.files if only is None or _inside(f.path, only)]
     for finding, reason in result.unfixable:

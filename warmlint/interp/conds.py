@@ -59,7 +59,9 @@ class CondMixin:
 
     def node_key(self, node: cst.CSTNode) -> str:
         fn = self.frame.fn
-        return f"{fn.path if fn else '?'}#{id(node)}"
+        if fn is None:
+            return f"?#{id(node)}"
+        return f"{fn.path}#{fn.qualname}#{fn.index_of(node)}"
 
     # -- walking a test ------------------------------------------------------------------
     def eval_condition(self, test, state: State, value: Value | None = None) -> list:

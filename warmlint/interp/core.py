@@ -74,6 +74,8 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
 
     def tick(self) -> None:
         self.steps += 1
+        if not self.steps & 4095:
+            self.driver.poll()
         if self.steps > self.settings.max_steps:
             raise BudgetExceeded(self.frame.qualname if self.stack else "?")
 

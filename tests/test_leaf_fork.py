@@ -1,0 +1,201 @@
+"""Forked config leaves (warmlint/leaf_fork.py, leaf_transport.py) give what the serial
+enumeration gives: the same leaves in the same order, the same promotion restarts and
+``max-configs`` cut, and, through the CLI, the same report byte for byte.
+
+The engine-level tests drive ``config_leaves.enumerate_all`` with a small decision tree
+of their own (plain data, a stand-in transport); the product-level ones analyze fixture
+variants and compare `--jobs 0` (serial) with forked runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import libcst as cst
+import pytest
+from conftest import VARIANTS, make_tree, run_cli
+
+from warmlint.config_leaves import Assumptions, PromoteConfig, enumerate_all
+from warmlint.leaf_fork import Parallel
+from warmlint.leaf_transport import Untransportable, walk
+from warmlint.values import Sym
+
+if not hasattr(os, "fork"):
+    pytest.skip("forked leaves need os.fork", allow_module_level=True)
+
+
+class PlainTransport:
+    """What ``leaf_transport.Transport`` does, for results that are plain data."""
+
+    def index(self):
+        pass
+
+    def dumps(self, value):
+        return pickle.dumps(value)
+
+    def loads(self, data):
+        return pickle.loads(data)
+
+    def reads(self):
+        return {}
+
+    def absorb(self, reads):
+        pass
+
+
+def _atom(name: str) -> Sym:
+    return Sym(name, "config", name)
+
+
+def _tree_run(promote_at=None, die_at=None):
+    """A run deciding a (lopsided) tree of atoms: a; if a then b, c; else d, and then e
+    on every path. Returns the outcomes it took. ``promote_at``: outcomes at which the
+    run promotes atom "p" (until "p" is a whole-run decision); ``die_at``: outcomes at
+    which a forked child dies without a word."""
+
+    def run(driver):
+        taken = []
+        names = ["a"]
+        taken.append(driver.decide(_atom("a"), "truthy", None))
+        names += ["b", "c"] if taken[0] else ["d"]
+        for name in names[1:] + ["e"]:
+            taken.append(driver.decide(_atom(name), "truthy", None))
+        if promote_at is not None and tuple(taken) == promote_at \
+                and "p" not in driver.whole_run:
+            raise PromoteConfig({"p"})
+        if die_at is not None and tuple(taken) == die_at and driver.forker is not None \
+                and driver.forker.in_child:
+            os._exit(3)
+        return tuple(taken)
+
+    return run
+
+
+def _leaves(run, jobs=None, max_leaves=256):
+    parallel = Parallel(jobs, PlainTransport()) if jobs else None
+    leaves, left = enumerate_all(run, Assumptions({}), max_leaves,
+                                 parallel.round if parallel else None)
+    return [(tuple(d.trace), result) for d, result in leaves], left, parallel
+
+
+@pytest.fixture
+def always_fork(monkeypatch):
+    """Fork whatever the leaves cost (the default forks only costly ones)."""
+    from warmlint import leaf_fork
+
+    monkeypatch.setattr(leaf_fork, "FORK_MIN_SECONDS", 0.0)
+
+
+@pytest.mark.parametrize("jobs", [1, 2, 3])
+def test_forked_leaves_are_the_serial_leaves_in_the_serial_order(jobs, always_fork):
+    serial = _leaves(_tree_run())
+    forked = _leaves(_tree_run(), jobs)
+    assert len(serial[0]) == 12  # 2*2*2 under a, 2*2 under not a
+    assert forked[:2] == serial[:2]
+    assert forked[2].redone == 0
+
+
+def test_cheap_leaves_are_not_forked():
+    serial = _leaves(_tree_run())
+    died = _leaves(_tree_run(die_at=(True, False, True, False)), 2)  # a fork would die
+    assert died[:2] == serial[:2] and died[2].redone == 0
+
+
+def test_a_promotion_found_late_restarts_like_the_serial_run(always_fork):
+    late = (False, False, False)  # the last leaf in the serial order
+    serial = _leaves(_tree_run(promote_at=late))
+    forked = _leaves(_tree_run(promote_at=late), 2)
+    assert forked[:2] == serial[:2] and len(serial[0]) == 12
+
+
+def test_a_child_that_dies_is_run_again_in_the_parent(always_fork):
+    serial = _leaves(_tree_run())
+    forked = _leaves(_tree_run(die_at=(True, False, True, False)), 2)
+    assert forked[:2] == serial[:2]
+    assert forked[2].redone >= 1
+
+
+@pytest.mark.parametrize("cut", [3, 5])
+def test_the_max_configs_cut_is_the_serial_one(cut, always_fork):
+    serial = _leaves(_tree_run(), max_leaves=cut)
+    forked = _leaves(_tree_run(), 2, max_leaves=cut)
+    assert serial[1] is True
+    assert forked[:2] == serial[:2]
+
+
+def test_nodes_travel_by_address_and_come_back_as_the_receivers_own():
+    from warmlint.leaf_transport import Transport
+
+    class Loader:
+        _cache = {}
+
+    class Resolver:
+        loader = Loader()
+        _expressions = {"x + 1": cst.parse_expression("x + 1")}
+
+        def expression(self, text):
+            return self._expressions[text]
+
+    transport = Transport(None, Resolver())
+    expr = Resolver._expressions["x + 1"]
+    data = transport.dumps({"node": expr.right, "twice": [expr.right, expr]})
+    back = transport.loads(data)
+    assert back["node"] is expr.right and back["twice"][1] is expr
+    with pytest.raises(Untransportable):
+        transport.dumps(cst.Name("stray"))  # a node of no parse this process made
+    assert [type(n).__name__ for n in walk(expr)][:2] == ["BinaryOperation", "Name"]
+
+
+def _report(root, jobs) -> str:
+    from warmlint.check import analyze_tree
+    from warmlint.settings_file import load_settings
+
+    settings, _ = load_settings(root, {}, None)
+    report = analyze_tree(root, settings, None, jobs=jobs)
+    data = report.to_json()
+    data["stats"].pop("seconds", None)
+    redone = report.facts.parallel.redone if report.facts.parallel else 0
+    return json.dumps(data, sort_keys=True), redone
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS)[:8])
+def test_a_fixture_reports_the_same_forked_and_serial(tmp_path, variant, always_fork):
+    root = make_tree(tmp_path, variant)
+    serial, _ = _report(root, None)
+    assert json.loads(serial)["stats"]["configs"] > 1  # there were leaves to fork
+    for jobs in (1, 2):
+        assert _report(root, jobs) == (serial, 0)
+
+
+@pytest.mark.network
+def test_a_release_reports_the_same_forked_and_serial(always_fork):
+    from conftest import release
+
+    root = release("0.21.0")  # both runners, 28 leaves
+    serial, _ = _report(root, None)
+    assert _report(root, 2) == (serial, 0)
+
+
+def test_the_cli_reports_the_same_whatever_the_jobs(tmp_path):
+    root = make_tree(tmp_path, "base")
+    out = {}
+    for jobs in ("0", "2"):
+        proc = run_cli("check", str(root), "--no-cache", "--format", "json", "-j", jobs)
+        assert proc.returncode == 1, proc.stderr
+        data = json.loads(proc.stdout)
+        data["stats"].pop("seconds")
+        out[jobs] = data
+    assert out["2"] == out["0"]
+
+
+def test_fix_diff_is_the_same_forked_and_serial(tmp_path):
+    root = make_tree(tmp_path, "base")
+    out = [run_cli("fix", str(root), "--diff", "-j", jobs) for jobs in ("0", "2")]
+    assert out[0].returncode == 1 and out[0].stdout  # there is something to fix
+    assert (out[1].returncode, out[1].stdout) == (out[0].returncode, out[0].stdout)
+
+
+def test_jobs_must_be_a_small_number():
+    proc = run_cli("check", "--jobs", "many", ".")
+    assert proc.returncode == 2 and "not a number of jobs" in proc.stderr

@@ -1,0 +1,133 @@
+"""A config leaf's results as bytes, and back, between processes that parsed the same tree.
+
+A leaf computed in a forked process (``warmlint.leaf_fork``) holds CST nodes and parsed
+functions. Sent back by value they would be copies: positions (metadata keyed by node),
+codemod edits and identity maps would miss them. So they travel by address: a parsed
+function as (module, qualname), a node as the key of the parse it belongs to and its
+index in a fixed pre-order walk of that parse. The receiving process resolves the address
+to its own parse of the same text (parsing it there if it had not), so the leaf it gets
+holds its own nodes, exactly as if it had run the leaf itself. A node that belongs to no
+known parse does not travel (``Untransportable``): the leaf is then run again in the
+receiving process rather than returned with a copy.
+
+The sender also lists what it read (module tables of contents, parsed functions, module
+expressions); ``absorb`` reads the same in the receiver, so file counts, function counts
+and index errors are those of a run that did every leaf itself.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+
+import libcst as cst
+
+from warmlint.cst_functions import ParsedFunction, walk
+
+
+class Untransportable(Exception):
+    """A value of the leaf cannot travel by address."""
+
+
+class Transport:
+    """Addresses of the parses one analysis holds: its loader's functions and its
+    resolver's module expressions."""
+
+    def __init__(self, tree, resolver):
+        self.tree, self.resolver, self.loader = tree, resolver, resolver.loader
+        self._ids: dict = {}  # id(node) -> (root key, index)
+        self._nodes: dict = {}  # root key -> [node]
+        self._indexed: set = set()
+
+    # -- roots ---------------------------------------------------------------------------
+    def _roots(self):
+        for key, parsed in list(self.loader._cache.items()):
+            if parsed is not None:
+                yield ("fn",) + key, parsed.wrapper_module
+        for text, node in list(self.resolver._expressions.items()):
+            if node is not None:
+                yield ("expr", text), node
+
+    def index(self) -> None:
+        """Address every node parsed so far (before a fork: the child inherits it)."""
+        for key, root in self._roots():
+            if key not in self._indexed:
+                self._indexed.add(key)
+                nodes = self._nodes[key] = walk(root)
+                for i, node in enumerate(nodes):
+                    self._ids[id(node)] = (key, i)
+
+    def _root(self, key: tuple):
+        if key[0] == "fn":
+            parsed = self._function(key[1], key[2])
+            return parsed.wrapper_module if parsed is not None else None
+        return self.resolver.expression(key[1])
+
+    def _function(self, module: str, qualname: str) -> ParsedFunction | None:
+        from warmlint.resolve import FuncRef
+
+        if (module, qualname) in self.loader._cache:
+            return self.loader._cache[(module, qualname)]
+        return self.resolver.parsed(FuncRef(module, qualname))
+
+    def _node(self, key: tuple, i: int):
+        if key not in self._nodes:
+            root = self._root(key)
+            if root is None:
+                raise Untransportable(f"no parse for {key}")
+            self._nodes[key] = walk(root)
+        return self._nodes[key][i]
+
+    # -- encoding ------------------------------------------------------------------------
+    def dumps(self, value) -> bytes:
+        self.index()
+        buf = io.BytesIO()
+        _Pickler(buf, self).dump(value)
+        return buf.getvalue()
+
+    def loads(self, data: bytes):
+        return _Unpickler(io.BytesIO(data), self).load()
+
+    def reads(self) -> dict:
+        """What this process read: the receiver reads the same (``absorb``)."""
+        return {"tocs": list(self.tree._tocs) + sorted(self.tree._failed),
+                "functions": [k for k in self.loader._cache],
+                "expressions": list(self.resolver._expressions)}
+
+    def absorb(self, reads: dict) -> None:
+        for module in reads["tocs"]:
+            self.tree.toc(module)
+        for module, qualname in reads["functions"]:
+            self._function(module, qualname)
+        for text in reads["expressions"]:
+            self.resolver.expression(text)
+
+
+class _Pickler(pickle.Pickler):
+    def __init__(self, file, transport: Transport):
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+        self.transport = transport
+
+    def persistent_id(self, obj):
+        if isinstance(obj, ParsedFunction):
+            return ("pf", obj.module, obj.qualname)
+        if isinstance(obj, cst.CSTNode):
+            address = self.transport._ids.get(id(obj))
+            if address is None:
+                raise Untransportable(f"a {type(obj).__name__} node of no known parse")
+            return ("node",) + address
+        return None
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, file, transport: Transport):
+        super().__init__(file)
+        self.transport = transport
+
+    def persistent_load(self, pid):
+        if pid[0] == "pf":
+            parsed = self.transport._function(pid[1], pid[2])
+            if parsed is None:
+                raise Untransportable(f"cannot parse {pid[1]}.{pid[2]}")
+            return parsed
+        return self.transport._node(pid[1], pid[2])
