@@ -36,8 +36,11 @@ path allows); for a value decided by request fields (`TOPK_ENABLED = k is not No
 `uniform_probs` None when `all_greedy`), the call again with those fields as a serving
 path producing the value has them (`top_k=None`, `all_greedy=True`), once per missing
 value. Each is guarded by the configs in which that warmup call launched the kernel.
-Values computed from request data through calls (`next_power_of_2(num_logprobs)`) and
-pointer dtypes are not modeled, so not fixed.
+A constexpr computed from a request integer through arithmetic, `min`/`max` and
+`triton.next_power_of_2` (vLLM's `TOPK_BLOCK_SIZE = min(next_power_of_2(1 + logprobs),
+1024)`) is reported with every value serving can produce over the field's range
+(`request-int-limits`, default `logprobs` ≤ 20), but not fixed: warm a request per
+missing value by hand. Pointer dtypes are not modeled.
 
 **Fix safety.** Safe for the warmup calls (start-up only, dummy data, no copy); each
 costs one sampler step and one Triton compile at start-up. `do_not_specialize` is never
@@ -93,7 +96,50 @@ class GPUModelRunner:
         self.sampler(hidden_states, SamplingMetadata(top_k=None))
 '''
 
+_DERIVED = '''
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@dataclass
+class SamplingMetadata:
+    logprobs: int | None
+
+
+@triton.jit
+def _logprob_kernel(LOGITS, IDS, BLOCK: tl.constexpr):
+    pass
+
+
+class Sampler(nn.Module):
+    def forward(self, logits, sampling_metadata):
+        n = sampling_metadata.logprobs
+        if n is not None:
+            ids = torch.cat((logits.argmax(-1).unsqueeze(-1),
+                             torch.topk(logits, n, dim=-1).indices), dim=1)
+            _logprob_kernel[(8,)](logits, ids, BLOCK={block}){marker}
+        return logits
+
+
+class GPUModelRunner:
+    def __init__(self, vllm_config, device):
+        self.sampler = Sampler()
+
+    def _dummy_sampler_run(self, hidden_states: torch.Tensor):
+        self.sampler(hidden_states, SamplingMetadata(logprobs=5))
+'''
+
 EXAMPLES = [
+    Invalid(_DERIVED.format(block="triton.next_power_of_2(ids.shape[1])",
+                            marker="  # expect: WL004"),
+            note="BLOCK is next_power_of_2(1 + logprobs): the warmup's 5 compiles 8 only, "
+                 "serving's 0..20 (request-int-limits) also 1, 2, 4, 16 and 32."),
+    Valid(_DERIVED.format(block="triton.next_power_of_2(32)", marker=""),
+          note="A constant block: one variant, warmed."),
     Invalid(_EXAMPLE.format(options="", marker="  # expect: WL004"),
             note="N_ROWS follows the batch size; the warmup batch is a multiple of 16."),
     Valid(_EXAMPLE.format(options='(do_not_specialize=["N_ROWS"])', marker=""),
@@ -104,7 +150,8 @@ EXAMPLES = [
 
 
 def _fmt(classes) -> str:
-    return ", ".join(sorted(classes))
+    """Classes or values, numbers in numeric order (``2, 4, 16, 32``)."""
+    return ", ".join(sorted(classes, key=lambda c: (0, int(c), c) if c.isdigit() else (1, 0, c)))
 
 
 def check(facts):
@@ -149,6 +196,9 @@ def fix(finding, facts):
     serving path producing the class has (``top_k=None``, ``all_greedy=True``); guarded by
     the configs in which that call launched the kernel."""
     gap = finding.subject
+    if gap.derived:
+        raise NoFix(f"`{gap.param}` is computed from {', '.join(sorted(gap.inputs))} through "
+                    "calls: warm one request per missing value by hand")
     by_rows = gap.inputs == {BATCH_INPUT} and not gap.constexpr
     edits, reasons = [], []
     for cls in sorted(gap.missing):

@@ -207,6 +207,8 @@ def test_control_and_bidi_characters_are_escaped_in_text_and_github(tmp_path):
     ("max-file-size = -1", (), "'max-file-size' must be an integer from 1"),
     ('external-sinks = { flashinfer = "everything" }', (), "'flashinfer' must be one of"),
     ("fix-values = { generators = 1 }", (), "'generators' must be a string"),
+    ('request-int-limits = { logprobs = "20" }', (), "'logprobs' must be an integer from 0"),
+    ("request-int-limits = { logprobs = -1 }", (), "'logprobs' must be an integer from 0"),
     ("", ("--vllm", ""), "--vllm needs a version"),
     ("", ("--vllm", "1" * 5000), "is not a vLLM version number"),
 ])

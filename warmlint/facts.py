@@ -29,6 +29,7 @@ from typing import NamedTuple
 from warmlint import sinks as sink_table
 from warmlint.serving import BATCH_INPUT
 from warmlint.specialization import ALIGNED
+from warmlint.values import IntExpr, options
 from warmlint.warmup_calls import RequestArgument, WarmupCall
 
 __all__ = ["Facts", "Program", "ConfigTest", "ColdBranch", "Outcome", "Literal",
@@ -204,6 +205,8 @@ class SpecializationGap:
         self.site = hit.site  # the launch
         self.function = hit.stack[-1][1] if hit.stack else ""
         self.constexpr = gap.param in gap.sig.constexpr
+        # computed from a request integer through calls (``next_power_of_2(1 + logprobs)``)
+        self.derived = any(isinstance(o, IntExpr) for o in options(hit.args[gap.param]))
         self.decorator = gap.sig.decorator
         self.warmed, self.missing, self.inputs = gap.warmed, gap.missing, gap.inputs
         self.runner = gap.program.runner

@@ -102,6 +102,12 @@ class Settings:
     warmup_batch: Any = "multiple-of-16"
     exclude: tuple[str, ...] = ()
     max_configs: int = 256
+    # The largest value serving can give a request integer field, by field name: a Triton
+    # constexpr computed from it (`next_power_of_2(1 + logprobs)`) is enumerated over
+    # 0..limit (vLLM's default `max_logprobs` is 20). A field without a limit is not
+    # enumerated.
+    request_int_limits: dict = field(default_factory=lambda: {
+        "logprobs": 20, "prompt_logprobs": 20})
     # Interpreter steps per warmup or entry replay in one config; exceeding it is an
     # error entry (an incomplete result), never a silent skip.
     max_steps: int = 400_000
@@ -145,7 +151,8 @@ KEYS = {f.name.replace("_", "-"): f.name for f in dataclasses.fields(Settings)}
 # ranges, the values a table's entries may take, and keys holding rule codes.
 RANGES = {"max_configs": (1, 100_000), "max_steps": (1, 100_000_000),
           "max_file_size": (1, 1 << 32)}
-TABLE_VALUES = {"external_sinks": ("module", "function"), "fix_values": str}
+TABLE_VALUES = {"external_sinks": ("module", "function"), "fix_values": str,
+                "request_int_limits": int}
 CODE_KEYS = ("select", "ignore")
 BATCH_WORDS = ("multiple-of-16",)
 
@@ -213,6 +220,9 @@ def _table(value, name: str, where: str) -> dict:
     for key, item in value.items():
         if allowed is str and not isinstance(item, str):
             raise SettingsError(f"{where}: '{key}' must be a string (Python source)")
+        if allowed is int and (not isinstance(item, int) or isinstance(item, bool)
+                               or not 0 <= item <= 1_000_000):
+            raise SettingsError(f"{where}: '{key}' must be an integer from 0 to 1000000")
         if isinstance(allowed, tuple) and item not in allowed:
             raise SettingsError(f"{where}: '{key}' must be one of "
                                 f"{', '.join(map(repr, allowed))}; got {item!r}")

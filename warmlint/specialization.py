@@ -16,7 +16,8 @@ import libcst as cst
 
 from warmlint import sinks
 from warmlint.state import _UNSET, SymFact, eval_pred
-from warmlint.values import Const, OneOf, Pred, Sym, Tensor, Value
+from warmlint.interp import ints
+from warmlint.values import Const, IntExpr, OneOf, Pred, Sym, Tensor, Unknown, Value
 
 ONE, ALIGNED, OTHER = "== 1", "% 16 == 0", "other"
 
@@ -83,6 +84,8 @@ def direct_inputs(value: Value) -> tuple[set, set]:
             named.add(_input_name(opt.sym))
         elif isinstance(opt, Sym) and opt.kind == "request":
             named.add(_input_name(opt))
+        elif isinstance(opt, IntExpr):
+            named.add(_input_name(opt.base))
         else:
             tainted |= set(opt.taint.inputs)
     return named, tainted
@@ -125,12 +128,21 @@ def int_classes(fact: SymFact) -> set:
     return out
 
 
-def classes_of(value: Value, facts: dict, specialized_int: bool, alignment: bool = True
-               ) -> set | None:
-    """The specialization classes ``value`` can take, or None when they cannot be told."""
+def classes_of(value: Value, facts: dict, specialized_int: bool, alignment: bool = True,
+               limits: dict | None = None) -> set | None:
+    """The specialization classes ``value`` can take, or None when they cannot be told.
+    A constexpr computed from a request integer (``IntExpr``) takes each value it has
+    over the field's range (``request-int-limits``); beside it, an option that cannot be
+    told (``logprobs == -1``: the vocabulary size) adds nothing rather than hiding the
+    values that can."""
     out: set = set()
-    for opt in (value.options if isinstance(value, OneOf) else (value,)):
-        got = _classes(opt, facts, specialized_int)
+    opts = value.options if isinstance(value, OneOf) else (value,)
+    derived = not specialized_int and any(isinstance(o, IntExpr) for o in opts)
+    for opt in opts:
+        got = _int_values(opt, facts, limits or {}) if isinstance(opt, IntExpr) else \
+            _classes(opt, facts, specialized_int)
+        if got is None and derived and isinstance(opt, Unknown):
+            continue
         if got is None:
             return None
         out |= got
@@ -154,6 +166,15 @@ def _classes(value: Value, facts: dict, specialized_int: bool) -> set | None:
     if isinstance(value, Tensor):
         return {"tensor"}
     return None
+
+
+def _int_values(expr: IntExpr, facts: dict, limits: dict) -> set | None:
+    fact = facts.get(expr.base.key) or SymFact()
+    limit = limits.get(expr.base.key.rsplit(".", 1)[-1])
+    hi = fact.hi if fact.hi is not None and (limit is None or fact.hi <= limit) else limit
+    lo = fact.lo if fact.lo is not None and fact.lo >= 0 else 0
+    got = ints.values(expr, lo, hi)
+    return None if got is None else {repr(v) for v in got}
 
 
 def _as_pointer(value: Value) -> Value:
@@ -220,12 +241,12 @@ def _kernel_ref(sink_id: str):
     return FuncRef(module, name)
 
 
-def _warmed(hits: list, sig: KernelSignature) -> dict:
+def _warmed(hits: list, sig: KernelSignature, limits: dict) -> dict:
     warmed: dict = {}
     for hit in hits:
         for param, value in hit.args.items():
             got = classes_of(value, hit.facts, param not in sig.constexpr,
-                             param not in sig.no_alignment)
+                             param not in sig.no_alignment, limits)
             if got is None:
                 warmed[param] = None
             elif warmed.get(param, set()) is not None:
@@ -235,6 +256,7 @@ def _warmed(hits: list, sig: KernelSignature) -> dict:
 
 def specialization_gaps(facts) -> list[Gap]:
     gaps: dict = {}
+    limits = facts.settings.request_int_limits
     for program in facts.programs:
         for index, leaf in enumerate(program.leaves):
             serving = list(leaf.serving.warm_hits)
@@ -246,7 +268,7 @@ def specialization_gaps(facts) -> list[Gap]:
                 if sig is None:
                     continue
                 warm_hits = [h for h in leaf.warm.hits if h.sink_id == kernel]
-                warmed = _warmed(warm_hits, sig)
+                warmed = _warmed(warm_hits, sig, limits)
                 for hit in (h for h in serving if h.sink_id == kernel):
                     for param, value in hit.args.items():
                         if param in sig.no_specialize or not value.taint.inputs:
@@ -255,7 +277,7 @@ def specialization_gaps(facts) -> list[Gap]:
                         if had is not None and "tensor" in had:
                             value = _as_pointer(value)
                         got = classes_of(value, hit.facts, param not in sig.constexpr,
-                                         param not in sig.no_alignment)
+                                         param not in sig.no_alignment, limits)
                         if got is None or had is None or not (got - had):
                             continue
                         key = (program.runner, kernel, hit.site.key, param)

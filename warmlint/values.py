@@ -109,6 +109,20 @@ class Tensor(Value):
     batch: Value | None = None  # size of dim 0 when it is the batch (rows) dimension
     taint: Taint = CLEAN
     rows: Any = None  # interp.tables.Table: a per-request array whose rows are values
+    cols: Value | None = None  # size of dim 1, where known (``logprob_token_ids.shape[1]``)
+
+
+@dataclass(eq=False)
+class IntExpr(Value):
+    """An integer computed from a request integer ``base`` by ``ops``, in order:
+    ``("add", n)``, ``("min", n)``, ``("max", n)``, ``("np2", None)`` (Triton's
+    ``next_power_of_2``). A Triton constexpr computed so (``TOPK_BLOCK_SIZE``) compiles
+    one variant per value; ``interp/ints.py`` builds these, ``specialization`` enumerates
+    them over the base's range."""
+
+    base: Sym
+    ops: tuple = ()
+    taint: Taint = CLEAN
 
 
 class RowIndex(Value):
@@ -254,11 +268,16 @@ def same(a: Value, b: Value) -> bool:
     if isinstance(a, RowIndex):
         return True
     if isinstance(a, Tensor):
-        return ((a.batch is None and b.batch is None) or (
-            a.batch is not None and b.batch is not None and same(a.batch, b.batch)))
+        return _same_dim(a.batch, b.batch) and _same_dim(a.cols, b.cols)
+    if isinstance(a, IntExpr):
+        return a.base.key == b.base.key and a.ops == b.ops
     if isinstance(a, Dict):
         return a.items is None and b.items is None and a.empty == b.empty
     return False
+
+
+def _same_dim(a: Value | None, b: Value | None) -> bool:
+    return (a is None and b is None) or (a is not None and b is not None and same(a, b))
 
 
 def options(value: Value) -> tuple:

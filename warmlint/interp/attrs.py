@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint.resolve import BUILTIN_NAMES, ClassRef, FuncRef
-from warmlint.interp import tables
+from warmlint.interp import shims, tables
 from warmlint.state import State
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Module, Obj, OneOf, RowIndex, Seq, Super,
@@ -113,7 +113,9 @@ class AttrMixin:
             return Unknown(f"{value.label}.{name}", value.taint)
         if isinstance(value, Tensor):
             if name == "shape":
-                return Seq((value.batch or Unknown("rows"), Unknown("cols")), "shape", False)
+                return shims.shape_of(value)
+            if name in ("indices", "values"):  # of a `torch.topk` result: same shape
+                return value
             if name in ("device", "dtype", "ndim", "is_cuda"):
                 return Unknown(name)
             return Builtin("tensor." + name, value)

@@ -8,7 +8,7 @@ import operator
 
 import libcst as cst
 
-from warmlint.interp import tables
+from warmlint.interp import ints, tables
 from warmlint.interp.containers import ContainerMixin, after_mutation
 from warmlint.interp.dispatch import handler_for
 from warmlint.state import State, decide
@@ -121,7 +121,8 @@ class ExprMixin(ContainerMixin):
         for side in (a, b):
             if isinstance(side, Tensor):
                 return Tensor(side.batch, taint)
-        return Unknown("", taint)
+        derived = ints.add(a, b) if isinstance(op, cst.Add) else None  # `1 + num_logprobs`
+        return derived if derived is not None else Unknown("", taint)
 
     def expr_UnaryOperation(self, node, state):
         if isinstance(node.operator, cst.Not) and isinstance(_unparen(node.expression),

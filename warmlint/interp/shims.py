@@ -9,11 +9,11 @@ Anything else returns an unknown value that keeps the taint of its inputs.
 from __future__ import annotations
 
 from warmlint import sinks
-from warmlint.interp import tables
+from warmlint.interp import ints, tables
 from warmlint.state import State, decide, eval_pred
 from warmlint.values import (
-    Builtin, ClassVal, Const, Dict, External, Func, Obj, OneOf, Seq, Sym, Tensor, Unknown,
-    Value, join_all, taint_of,
+    Builtin, ClassVal, Const, Dict, External, Func, IntExpr, Obj, OneOf, Seq, Sym, Tensor,
+    Unknown, Value, join_all, taint_of,
 )
 
 _SHAPE_MAKERS = {"full", "empty", "zeros", "ones", "rand", "randn", "randint", "arange"}
@@ -67,6 +67,10 @@ def call_external(interp, fv: External, args, kwargs, state: State, node) -> lis
     if name in COPY_WITH_CHANGES and args and isinstance(args[0], Obj):
         clone = Obj(args[0].cls, {**args[0].attrs, **kwargs}, label=args[0].label)
         return [(state, clone)]
+    if name in ints.NEXT_POWER_OF_2 and len(args) == 1:
+        derived = ints.step("np2", args[0])
+        if derived is not None:
+            return [(state, derived)]
     head, _, leaf = name.rpartition(".")
     if head in _ARRAY_MODULES:
         made = _array_call(leaf, args, kwargs, state)
@@ -86,7 +90,27 @@ def _array_call(leaf: str, args, kwargs, state: State) -> Value | None:
         return Tensor(batch, taint, rows)
     if leaf in _REDUCTIONS and args:
         return tables.reduce(_REDUCTIONS[leaf], args[0], state)
+    if leaf == "topk" and args and isinstance(args[0], Tensor):  # k columns per row
+        k = args[1] if len(args) > 1 else kwargs.get("k")
+        return Tensor(args[0].batch, taint_of(*args, *kwargs.values()), cols=k)
+    if leaf == "cat" and args:
+        return _cat(args[0], args[1] if len(args) > 1 else kwargs.get("dim", Const(0)))
     return None
+
+
+def _cat(parts: Value, dim: Value) -> Value | None:
+    """``torch.cat`` of tensors along the columns: the column counts add up."""
+    if not (isinstance(parts, Seq) and parts.items and isinstance(dim, Const)
+            and dim.value in (1, -1) and all(isinstance(p, Tensor) for p in parts.items)):
+        return None
+    cols = parts.items[0].cols
+    for part in parts.items[1:]:
+        if cols is None or part.cols is None:
+            cols = None
+            break
+        cols = Const(cols.value + part.cols.value) if isinstance(cols, Const) and isinstance(
+            part.cols, Const) else ints.add(cols, part.cols)
+    return Tensor(parts.items[0].batch, taint_of(*parts.items), cols=cols)
 
 
 def call_builtin(interp, fv: Builtin, args, kwargs, state: State, node) -> list:
@@ -127,23 +151,38 @@ def _tensor_method_call(method: str, tensor: Tensor, args, kwargs, state: State,
         if method in _REDUCTIONS or method == "item":
             return [(state, tables.reduce(_REDUCTIONS.get(method, method), tensor, state))]
         if method in tables.ALIASES:
-            return [(state, Tensor(tensor.batch, tensor.taint | taint, table))]
+            return [(state, Tensor(tensor.batch, tensor.taint | taint, table, tensor.cols))]
     return [(state, _tensor_method(method, tensor, args, taint))]
 
 
 def _tensor_method(method: str, tensor: Tensor, args, taint) -> Value:
     taint = tensor.taint | taint
     if method == "size":
-        if args and isinstance(args[0], Const) and args[0].value == 0:
-            return (tensor.batch or Unknown("rows")).with_taint(taint)
+        if args and isinstance(args[0], Const) and args[0].value in (0, 1):
+            dim = tensor.batch if args[0].value == 0 else tensor.cols
+            return (dim or Unknown("size")).with_taint(taint)
         if not args:
-            return Seq((tensor.batch or Unknown("rows"), Unknown("cols")), "shape", False, taint)
+            return shape_of(tensor).with_taint(taint)
         return Unknown("size", taint)
     if method in ("item", "tolist", "any", "all", "sum", "max", "min", "numel", "dim", "__len__"):
         return Unknown(method, taint)
     if method in ("new_empty", "new_zeros", "new_ones", "new_full"):
-        return Tensor(_shape_batch(args[0]) if args else None, taint)
-    return Tensor(tensor.batch, taint)
+        shape = args[0] if args else None
+        cols = shape.items[1] if isinstance(shape, Seq) and shape.items and len(
+            shape.items) == 2 else None
+        return Tensor(_shape_batch(shape) if shape is not None else None, taint, cols=cols)
+    if method == "unsqueeze" and args and isinstance(args[0], Const) and args[0].value in (1, -1):
+        return Tensor(tensor.batch, taint, cols=Const(1))
+    return Tensor(tensor.batch, taint, cols=tensor.cols if method in _SAME_SHAPE else None)
+
+
+_SAME_SHAPE = {"to", "int", "long", "float", "half", "bfloat16", "contiguous", "clone",
+               "detach", "cuda", "cpu"}
+
+
+def shape_of(tensor: Tensor) -> Seq:
+    return Seq((tensor.batch or Unknown("rows"), tensor.cols or Unknown("cols")), "shape",
+               False)
 
 
 def _container_method(method: str, container: Value, args, taint) -> Value:
@@ -179,12 +218,17 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         truth = decide(state, args[0])
         return Const(truth, taint) if truth is not None else args[0]
     if name in ("int", "float") and args:
-        return args[0] if isinstance(args[0], (Const, Sym)) else Unknown(name, taint)
+        ok = any(isinstance(o, (Const, Sym, IntExpr)) for o in _options(args[0]))
+        return args[0] if ok else Unknown(name, taint)
     if name in ("min", "max") and args and all(isinstance(a, Const) for a in args):
         try:
             return Const((min if name == "min" else max)(a.value for a in args), taint)
         except Exception:
             return Unknown(name, taint)
+    if name in ("min", "max"):  # `min(next_power_of_2(n), 1024)`
+        derived = ints.bound(name, list(args))
+        if derived is not None:
+            return derived
     if name == "isinstance" and len(args) == 2:
         return _isinstance(interp, args[0], args[1], taint)
     if name in ("getattr",) and len(args) >= 2 and isinstance(args[1], Const) \
@@ -205,6 +249,10 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
     if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
         return Seq(None, "list", None, taint)
     return Unknown(name, taint)
+
+
+def _options(value: Value) -> tuple:
+    return value.options if isinstance(value, OneOf) else (value,)
 
 
 def _range_empty(state: State, args) -> bool | None:
