@@ -220,16 +220,17 @@ def enumerate_all(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
     same order); ``new_driver(prefix, forker)`` makes a leaf's driver.
     """
     whole_run: set = set()
+
+    def new_driver(prefix, forker=None) -> ConfigDriver:
+        driver = ConfigDriver(list(prefix), assumptions, forker=forker)
+        driver.whole_run = whole_run
+        return driver
+
     for _ in range(8):
         try:
             if one_round is not None:
-                def new_driver(prefix, forker, whole_run=whole_run):
-                    driver = ConfigDriver(prefix, assumptions, forker=forker)
-                    driver.whole_run = whole_run
-                    return driver
-
                 return one_round(run, new_driver, max_leaves)
-            return _enumerate(run, assumptions, max_leaves, whole_run)
+            return depth_first(lambda prefix: run_leaf(run, new_driver(prefix)), max_leaves)
         except PromoteConfig as promoted:
             if promoted.keys <= whole_run:
                 raise RuntimeError(f"config promotion did not settle: {promoted}") from None
@@ -237,16 +238,22 @@ def enumerate_all(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
     raise RuntimeError("config promotion did not settle")
 
 
-def _enumerate(run, assumptions, max_leaves, whole_run) -> tuple[list, bool]:
-    stack: list[list[bool]] = [[]]
+def run_leaf(run: Callable[[ConfigDriver], Any], driver: ConfigDriver) -> tuple:
+    return driver, run(driver)
+
+
+def depth_first(leaf: Callable[[tuple], tuple], max_leaves: int) -> tuple[list, bool]:
+    """The leaves in the enumeration's order: ``leaf(prefix)`` gives the (driver, result)
+    of the leaf whose first decisions are ``prefix`` (a tuple of outcomes); every decision
+    it made past the prefix is flipped in a later leaf, the latest first popped last.
+    Returns the leaves, at most ``max_leaves``, and whether configurations were left."""
+    stack: list[tuple] = [()]
     out = []
     while stack and len(out) < max_leaves:
         prefix = stack.pop()
-        driver = ConfigDriver(prefix, assumptions)
-        driver.whole_run = whole_run
-        result = run(driver)
+        driver, result = leaf(prefix)
         out.append((driver, result))
-        for i in range(len(driver.trace) - 1, len(prefix) - 1, -1):
-            alt = [d.outcome for d in driver.trace[:i]] + [not driver.trace[i].outcome]
-            stack.append(alt)
+        outcomes = [d.outcome for d in driver.trace]
+        for i in range(len(outcomes) - 1, len(prefix) - 1, -1):
+            stack.append(tuple(outcomes[:i]) + (not outcomes[i],))
     return out, bool(stack)

@@ -34,17 +34,24 @@ class ParsedFunction:
     line_shift: int  # real line = synthetic line + line_shift
     _positions: dict | None = field(default=None, repr=False)
     _code: dict = field(default_factory=dict, repr=False)  # node -> one-line source
-    _index: dict | None = field(default=None, repr=False)  # id(node) -> pre-order index
+    _nodes: list | None = field(default=None, repr=False)  # every node, in ``walk`` order
+    _index: dict | None = field(default=None, repr=False)  # id(node) -> position in _nodes
 
     @property
     def qualname(self) -> str:
         return self.info.qualname
 
+    def nodes(self) -> list:
+        """Every node of this parse, in ``walk`` order: the same order in every process
+        that parsed the same text (forked config leaves address nodes by position)."""
+        if self._nodes is None:
+            self._nodes = walk(self.wrapper_module)
+        return self._nodes
+
     def index_of(self, node: cst.CSTNode) -> int:
-        """``node``'s index in a fixed walk of this function: a key that is the same in
-        every process that parsed the same text (forked config leaves compare keys)."""
+        """``node``'s position in ``nodes()``, or -1."""
         if self._index is None:
-            self._index = {id(n): i for i, n in enumerate(walk(self.wrapper_module))}
+            self._index = {id(n): i for i, n in enumerate(self.nodes())}
         return self._index.get(id(node), -1)
 
     def code(self, node: cst.CSTNode) -> str:

@@ -29,7 +29,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
-from warmlint.config_leaves import PromoteConfig
+from warmlint.config_leaves import PromoteConfig, depth_first, run_leaf
 from warmlint.leaf_transport import Transport
 
 
@@ -227,7 +227,7 @@ FORK_MIN_SECONDS = 0.3
 
 def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Transport,
                      parallel: Parallel | None = None) -> tuple[list, bool, int]:
-    """``config_leaves._enumerate`` with forked leaves: (leaves, configs left, redone).
+    """``config_leaves.depth_first`` with forked leaves: (leaves, configs left, redone).
     ``new_driver(prefix, forker)`` makes a leaf's ConfigDriver."""
     # The first leaves run here, unforked, as the serial enumeration runs them: they parse
     # the functions every leaf reads and fill the resolver's caches once, for every child
@@ -239,7 +239,7 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
         # forking, sending leaves back and sharing replays through files cost more than
         # they save (vLLM 0.21.0 and 0.33.0: up to 1.6x slower on one core). The rest
         # runs here, serially; same results.
-        out, left = in_serial_order(known, lambda prefix: _run_new(run, new_driver, prefix),
+        out, left = in_serial_order(known, lambda prefix: run_leaf(run, new_driver(prefix)),
                                     max_leaves)
         return out, left, 0
     forker = LeafForker(jobs, max_leaves, transport)
@@ -267,8 +267,7 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
 
         def redo(prefix):
             forker.redone += 1
-            again = new_driver(prefix, None)
-            return again, run(again)
+            return run_leaf(run, new_driver(prefix))
 
         out, left = in_serial_order(got, redo, max_leaves)
         return out, left, forker.redone
@@ -280,50 +279,33 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
                 parallel.forker = None
 
 
-def _run_new(run, new_driver, prefix):
-    driver = new_driver(prefix, None)
-    return driver, run(driver)
+def _serial_leaves(run, new_driver, count: int) -> tuple[dict, float]:
+    """The first ``count`` leaves in the serial order, run here (prefix -> ("ok", (driver,
+    result))), and the seconds the last one spent before its last config decision; a
+    promotion raises."""
+    known: dict = {}
 
+    def leaf(prefix):
+        known[prefix] = ("ok", run_leaf(run, new_driver(prefix)))
+        return known[prefix][1]
 
-def _serial_leaves(run, new_driver, count: int) -> dict:
-    """The first ``count`` leaves in the serial order, run here, and the seconds the last
-    one spent before its last config decision; a promotion raises."""
-    stack: list = [()]
-    out: dict = {}
-    shared = 0.0
-    while stack and len(out) < count:
-        prefix = stack.pop()
-        driver = new_driver(list(prefix), None)
-        out[prefix] = ("ok", (driver, run(driver)))
-        shared = max(driver.decided_at - driver.created, 0.0)
-        _push_alternatives(stack, prefix, driver)
-    return out, shared
-
-
-def _push_alternatives(stack: list, prefix: tuple, driver) -> None:
-    outcomes = [d.outcome for d in driver.trace]
-    for i in range(len(outcomes) - 1, len(prefix) - 1, -1):
-        stack.append(tuple(outcomes[:i]) + (not outcomes[i],))
+    leaves, _ = depth_first(leaf, count)
+    last = leaves[-1][0]
+    return known, max(last.decided_at - last.created, 0.0)
 
 
 def in_serial_order(results: dict, redo, max_leaves: int) -> tuple[list, bool]:
     """The leaves as the serial enumeration lists them. ``results``: prefix -> (status,
     body) of the leaves computed; ``redo(prefix)`` runs a leaf in this process (a missing,
     failed or untransportable one: an error raises there as it would serially)."""
-    stack: list = [()]
-    out: list = []
-    while stack and len(out) < max_leaves:
-        prefix = stack.pop()
+
+    def leaf(prefix):
         status, body = results.get(prefix, ("redo", None))
         if status == "promote":
             raise PromoteConfig(body)
-        if status == "ok":
-            driver, result = body
-        else:
-            driver, result = redo(list(prefix))
-        out.append((driver, result))
-        _push_alternatives(stack, prefix, driver)
-    return out, bool(stack)
+        return body if status == "ok" else redo(prefix)
+
+    return depth_first(leaf, max_leaves)
 
 
 def _wait(pid: int) -> None:

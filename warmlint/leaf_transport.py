@@ -36,32 +36,36 @@ class Transport:
     def __init__(self, tree, resolver):
         self.tree, self.resolver, self.loader = tree, resolver, resolver.loader
         self._ids: dict = {}  # id(node) -> (root key, index)
-        self._nodes: dict = {}  # root key -> [node]
-        self._indexed: set = set()
+        self._nodes: dict = {}  # root key -> [node] in walk order
+        self._indexed: set = set()  # root keys whose nodes are in _ids
 
     # -- roots ---------------------------------------------------------------------------
-    def _roots(self):
-        for key, parsed in list(self.loader._cache.items()):
-            if parsed is not None:
-                yield ("fn",) + key, parsed.wrapper_module
-        for text, node in list(self.resolver._expressions.items()):
-            if node is not None:
-                yield ("expr", text), node
+    def _keys(self):
+        """The parses this process holds: ("fn", module, qualname), ("expr", text)."""
+        keys = [("fn",) + key for key, parsed in self.loader._cache.items() if parsed]
+        return keys + [("expr", text) for text, node in self.resolver._expressions.items()
+                       if node is not None]
+
+    def _nodes_of(self, key: tuple) -> list:
+        if key not in self._nodes:
+            if key[0] == "fn":
+                parsed = self._function(key[1], key[2])
+                nodes = parsed.nodes() if parsed is not None else None
+            else:
+                root = self.resolver.expression(key[1])
+                nodes = walk(root) if root is not None else None
+            if nodes is None:
+                raise Untransportable(f"no parse for {key}")
+            self._nodes[key] = nodes
+        return self._nodes[key]
 
     def index(self) -> None:
         """Address every node parsed so far (before a fork: the child inherits it)."""
-        for key, root in self._roots():
+        for key in self._keys():
             if key not in self._indexed:
                 self._indexed.add(key)
-                nodes = self._nodes[key] = walk(root)
-                for i, node in enumerate(nodes):
+                for i, node in enumerate(self._nodes_of(key)):
                     self._ids[id(node)] = (key, i)
-
-    def _root(self, key: tuple):
-        if key[0] == "fn":
-            parsed = self._function(key[1], key[2])
-            return parsed.wrapper_module if parsed is not None else None
-        return self.resolver.expression(key[1])
 
     def _function(self, module: str, qualname: str) -> ParsedFunction | None:
         from warmlint.resolve import FuncRef
@@ -71,12 +75,7 @@ class Transport:
         return self.resolver.parsed(FuncRef(module, qualname))
 
     def _node(self, key: tuple, i: int):
-        if key not in self._nodes:
-            root = self._root(key)
-            if root is None:
-                raise Untransportable(f"no parse for {key}")
-            self._nodes[key] = walk(root)
-        return self._nodes[key][i]
+        return self._nodes_of(key)[i]
 
     # -- encoding ------------------------------------------------------------------------
     def dumps(self, value) -> bytes:

@@ -67,7 +67,7 @@ def external_kind(package: str) -> SinkKind:
 def kind_named(name: str) -> SinkKind:
     """A kind by name; an external package's kind is made on first use (in any process:
     a leaf computed in a forked process may name one this process has not made yet)."""
-    return KINDS.get(name) or external_kind(name)
+    return external_kind(name)  # a registered kind of that name, else a new external one
 
 
 def make_id(kind: SinkKind, target: str) -> str:
@@ -76,7 +76,7 @@ def make_id(kind: SinkKind, target: str) -> str:
 
 def parse_id(sink_id: str) -> tuple[SinkKind, str]:
     prefix, _, target = sink_id.partition(":")
-    return KINDS.get(prefix) or external_kind(prefix), target
+    return kind_named(prefix), target
 
 
 def kind_of(sink_id: str) -> SinkKind:
@@ -91,7 +91,7 @@ def as_json(sink_id: str, path: str, line: int) -> dict:
 
 def phrase(sink: dict) -> str:
     """How a message names a sink given as ``as_json`` wrote it."""
-    kind = KINDS.get(sink["kind"]) or external_kind(sink["kind"])
+    kind = kind_named(sink["kind"])
     return kind.phrase.format(name=sink["name"])
 
 

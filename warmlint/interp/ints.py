@@ -74,15 +74,16 @@ def step(op: str, value: Value, arg: int | None = None) -> Value | None:
 def add(a: Value, b: Value) -> Value | None:
     """``a + b`` where one side is a constant int and the other a request integer (or a
     OneOf holding some)."""
-    if _int(a) is not None and _int(b) is not None:
-        return Const(_int(a) + _int(b), a.taint | b.taint)
-    if _int(b) is not None and _int(a) is None:
-        got = step("add", a, _int(b))
-        return got.with_taint(b.taint) if got is not None else None
-    if _int(a) is not None and _int(b) is None:
-        got = step("add", b, _int(a))
-        return got.with_taint(a.taint) if got is not None else None
-    return None
+    x, y = _int(a), _int(b)
+    if x is not None and y is not None:
+        return Const(x + y, a.taint | b.taint)
+    if y is not None:
+        got, other = step("add", a, y), b
+    elif x is not None:
+        got, other = step("add", b, x), a
+    else:
+        return None
+    return got.with_taint(other.taint) if got is not None else None
 
 
 def bound(name: str, args: list) -> Value | None:

@@ -13,7 +13,7 @@ from warmlint.interp import ints, tables
 from warmlint.state import State, decide, eval_pred
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, IntExpr, Obj, OneOf, Seq, Sym, Tensor,
-    Unknown, Value, join_all, taint_of,
+    Unknown, Value, join_all, options, taint_of,
 )
 
 _SHAPE_MAKERS = {"full", "empty", "zeros", "ones", "rand", "randn", "randint", "arange"}
@@ -105,11 +105,8 @@ def _cat(parts: Value, dim: Value) -> Value | None:
         return None
     cols = parts.items[0].cols
     for part in parts.items[1:]:
-        if cols is None or part.cols is None:
-            cols = None
-            break
-        cols = Const(cols.value + part.cols.value) if isinstance(cols, Const) and isinstance(
-            part.cols, Const) else ints.add(cols, part.cols)
+        cols = ints.add(cols, part.cols) if cols is not None and part.cols is not None \
+            else None
     return Tensor(parts.items[0].batch, taint_of(*parts.items), cols=cols)
 
 
@@ -218,7 +215,7 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         truth = decide(state, args[0])
         return Const(truth, taint) if truth is not None else args[0]
     if name in ("int", "float") and args:
-        ok = any(isinstance(o, (Const, Sym, IntExpr)) for o in _options(args[0]))
+        ok = any(isinstance(o, (Const, Sym, IntExpr)) for o in options(args[0]))
         return args[0] if ok else Unknown(name, taint)
     if name in ("min", "max") and args and all(isinstance(a, Const) for a in args):
         try:
@@ -249,10 +246,6 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
     if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
         return Seq(None, "list", None, taint)
     return Unknown(name, taint)
-
-
-def _options(value: Value) -> tuple:
-    return value.options if isinstance(value, OneOf) else (value,)
 
 
 def _range_empty(state: State, args) -> bool | None:
