@@ -7,8 +7,9 @@ exceed warmlint's analysis budget (docs/limitations.md, docs/forks.md).
 The sampler loops over a module-level list of N constants with an N-arm chain
 ``elif sid == K and md.fK is not None: logits = ops.opK(logits)`` (each op launches a
 Triton kernel); the warmup sets every ``fK`` to None. Measured on the 2-core development
-machine: N=10 1.1 s, 12 5.0 s, 13 14.1 s, 14 77 s, while the same chain unrolled by hand
-(``--shape unrolled``), separate ``if``s (``--shape ifs``) or N <= 8 stay under 1.5 s.
+machine before the failed arms were joined (warmlint/joins.py): N=10 1.1 s, 12 5.0 s, 13
+14.1 s, 14 77 s; since, N=20 takes 0.6 s, like the same chain unrolled by hand
+(``--shape unrolled``) or separate ``if``s (``--shape ifs``). tests/test_joins.py runs it.
 """
 
 from __future__ import annotations

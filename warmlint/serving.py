@@ -14,8 +14,9 @@ import libcst as cst
 
 from warmlint.interp import BudgetExceeded, Interp, PassPolicy, SinkHit
 from warmlint.interp.frames import outcome_id
+from warmlint.joins import merge_states
 from warmlint.resolve import ClassRef
-from warmlint.state import State, SymFact, div_key, merge_states
+from warmlint.state import State, SymFact, div_key
 from warmlint.values import Func, Obj, OneOf, RowIndex, Sym, Taint, Tensor, Unknown, Value, options
 from warmlint.warmup import Entry, WarmupPass
 

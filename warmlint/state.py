@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from warmlint.markers import Marker
-from warmlint.values import CLEAN, Const, OneOf, Pred, Sym, Taint, TestOutcome, Value, join
+from warmlint.values import CLEAN, Const, OneOf, Pred, Sym, Taint, Value
 
 _UNSET = Marker(__name__, "_UNSET")
 
@@ -269,79 +269,6 @@ def decide(state: State, value: Value) -> bool | None:
 
 def div_key(div: Divergence | None) -> tuple:
     return ("warm",) if div is None else (div.site.key, div.outcome)
-
-
-def merge_states(states: list[State], keep_configs: bool = False) -> list[State]:
-    """Join states that share a divergence; keep the others apart.
-
-    ``keep_configs`` (the warmup pass) also keeps apart paths split on a config atom:
-    merged, they would join what two deployments compute, and a sink reached only in one
-    deployment's warmup would look warmed in the other's (``WarmupPass.covers``)."""
-    if len(states) < 2:
-        return states
-    groups: dict[tuple, State] = {}
-    order: list[tuple] = []
-    for st in states:
-        key = div_key(st.div) + _bindings(st) + _flags(st)
-        if keep_configs and st.cfg:
-            key += tuple(sorted((k, repr(v)) for k, v in st.cfg.items()))
-        if key not in groups:
-            groups[key] = st
-            order.append(key)
-            continue
-        groups[key] = _join_two(groups[key], st)
-    return [groups[k] for k in order]
-
-
-def _flags(st: State) -> tuple:
-    """Locals holding the outcome of a test (``eligible = not (a or b)``): paths that
-    took it differently stay apart, so the branch that reads the flag later is decided
-    on each path, not both ways on a merged one."""
-    return tuple(sorted((name, value.value) for name, value in st.env.items()
-                        if isinstance(value, TestOutcome)))
-
-
-def _bindings(st: State) -> tuple:
-    """Callables and flags written to objects under construction: paths that bind
-    differently stay apart until the constructor returns (calls.commit decides what that
-    means)."""
-    from warmlint.values import ClassVal, Func, Lambda, Obj
-
-    if not st.heap:
-        return ()
-    out = []
-    for key, value in st.heap.items():
-        for opt in (value.options if isinstance(value, OneOf) else (value,)):
-            if isinstance(opt, Func):
-                out.append((key, "func", opt.ref))
-            elif isinstance(opt, Const) and isinstance(opt.value, (bool, type(None))):
-                out.append((key, "flag", repr(opt.value)))  # a flag: see calls._flags
-            elif isinstance(opt, (Lambda, Obj, ClassVal)):
-                out.append((key, type(opt).__name__, id(getattr(opt, "node", opt))))
-    return tuple(sorted(out, key=repr))
-
-
-def _join_two(a: State, b: State) -> State:
-    env = dict(a.env)
-    for name, value in b.env.items():
-        env[name] = join(env[name], value) if name in env else value
-    shadows = a.shadows + tuple(s for s in b.shadows if s not in a.shadows)
-    heap = dict(a.heap)
-    for key, value in b.heap.items():
-        heap[key] = join(heap[key], value) if key in heap else value
-    return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
-                 _merge_facts(a.cfg, b.cfg), shadows, heap, a.crossed | b.crossed)
-
-
-def _merge_facts(a: dict, b: dict) -> dict:
-    if a is b:
-        return a
-    facts = {}
-    for key in a.keys() & b.keys():
-        merged = a[key].merge(b[key])
-        if merged != SymFact():
-            facts[key] = merged
-    return facts
 
 
 def contradicts(a: SymFact, b: SymFact) -> bool:

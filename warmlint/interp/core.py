@@ -15,9 +15,10 @@ from warmlint.interp.exprs import ExprMixin
 from warmlint.interp.frames import BudgetExceeded, Frame, PassPolicy
 from warmlint.interp.lazy_root import LazyRootMixin
 from warmlint.interp.reuse import CallReuse
+from warmlint.joins import merge_states
 from warmlint.resolve import Resolver
 from warmlint.shadows import absorb
-from warmlint.state import BranchSite, State, merge_states
+from warmlint.state import BranchSite, State
 from warmlint.values import Const, Lambda, RowIndex, Seq, Unknown, Value, taint_of
 
 
@@ -229,15 +230,21 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     # -- compound statements -------------------------------------------------------------
     def stmt_If(self, stmt: cst.If, state: State) -> Flow:
         flow = Flow()
+        elif_states = []
         for st, truth, _ in self.branch(stmt.test, state, stmt):
             if truth:
                 flow.absorb(self.exec_suite(stmt.body, [st]))
             elif stmt.orelse is None:
                 flow.normal.append(st)
             elif isinstance(stmt.orelse, cst.If):
-                flow.absorb(self.stmt_If(stmt.orelse, st))
+                elif_states.append(st)
             else:
                 flow.absorb(self.exec_suite(stmt.orelse.body, [st]))
+        # The paths that fail this arm are joined before the next ``elif``, as they are
+        # between two statements: unjoined, an N-arm chain whose arms each fail two ways
+        # (``sid == K and md.fK is not None``) runs its last arm 2**N times.
+        for st in self.merge(elif_states):
+            flow.absorb(self.stmt_If(stmt.orelse, st))
         flow.normal = [self._pop_pc(st, state) for st in flow.normal]
         return flow
 

@@ -11,11 +11,11 @@ import libcst as cst
 from warmlint.interp import ints, tables
 from warmlint.interp.containers import ContainerMixin, after_mutation
 from warmlint.interp.dispatch import handler_for
+from warmlint.joins import join_pairs
 from warmlint.state import State, decide
 from warmlint.values import (
     Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
-    TestOutcome,
-    Unknown, Value, join, options, same,
+    TestOutcome, Unknown, Value, join, options, same,
 )
 
 _BINOPS = {
@@ -40,6 +40,11 @@ def _literal(text: str):
     return ast.literal_eval(text)
 
 
+# Warm paths through one expression's operands are joined only past this many: each
+# keeps its facts for the fix planner, until N operands that fork make 2**N.
+JOIN_OPERANDS_OVER = 8
+
+
 class ExprMixin(ContainerMixin):
     def eval(self, node: cst.BaseExpression, state: State) -> list:
         self.tick()
@@ -54,7 +59,8 @@ class ExprMixin(ContainerMixin):
             for st, vals in results:
                 for st2, val in self.eval(node, st):
                     nxt.append((st2, vals + [val]))
-            results = nxt
+            results = nxt if len(nxt) < 2 else join_pairs(
+                nxt, self.policy.keeps_config_paths, JOIN_OPERANDS_OVER)
         return results
 
     # -- atoms ------------------------------------------------------------------------------

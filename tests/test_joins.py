@@ -1,0 +1,133 @@
+"""Engine unit tests for path joins (warmlint/joins.py): an ``elif`` chain and the
+operands of one expression must not multiply paths, and warm paths keep their facts
+until there are many.
+
+Each test runs one function of a generated module with ``Interp.call_function``. The
+shapes are the ones that made a real fork's sampler (Aphrodite's ``elif sampler_id ==
+X and md.x is not None`` chain, its 30-argument ``replace(md, x=f(md.x), ...)``) run
+2**N paths and exceed the analysis budget."""
+
+from __future__ import annotations
+
+import collections
+import subprocess
+import sys
+
+from conftest import REPO, run_cli
+from test_interp import Recorder, _values
+
+from warmlint.analysis import Memo
+from warmlint.config_leaves import Assumptions, ConfigDriver
+from warmlint.cst_functions import FunctionLoader
+from warmlint.index import SourceTree
+from warmlint.interp.core import Interp
+from warmlint.interp.exprs import JOIN_OPERANDS_OVER
+from warmlint.resolve import FuncRef, Resolver
+from warmlint.settings import Settings
+from warmlint.state import Divergence, State
+from warmlint.values import Func, Sym
+
+N = 12
+NAMES = [f"f{i}" for i in range(N)]
+
+SOURCE = f"""
+def chain(sid, {", ".join(NAMES)}):
+    n = 0
+""" + "".join(f"""    {"elif" if i else "if"} sid == {i} and f{i} is not None:
+        n = {i + 1}
+""" for i in range(N)) + f"""    return n
+
+
+def opt(x):
+    if x is None:
+        return 0
+    return 1
+
+
+def wide({", ".join(NAMES)}):
+    return max({", ".join(f"opt({n})" for n in NAMES)})
+
+
+def narrow(a, b):
+    return max(opt(a), opt(b))
+"""
+
+
+class Diverging(Recorder):
+    """A true outcome of a warm path is a divergence of its own (cold), as serving
+    makes it for an outcome no warmup took."""
+
+    def outcomes(self, interp, test, site_node, key, results, multi):
+        out = []
+        for st, truth, outcome in super().outcomes(interp, test, site_node, key, results,
+                                                   multi):
+            if truth and st.div is None:
+                st = st.evolve(div=Divergence(interp.site(site_node), outcome, "",
+                                              frozenset(), ()))
+            out.append((st, truth, outcome))
+        return out
+
+
+def _interp(tmp_path, policy):
+    (tmp_path / "pkg").mkdir(exist_ok=True)
+    (tmp_path / "pkg/__init__.py").write_text("")
+    (tmp_path / "pkg/mod.py").write_text(SOURCE)
+    tree = SourceTree(tmp_path)
+    resolver = Resolver(tree, FunctionLoader(tree), Settings())
+    return Interp(resolver, ConfigDriver([], Assumptions({})), policy, Memo())
+
+
+def _call(interp, name, args) -> list:
+    return interp.call_function(Func(FuncRef("pkg.mod", name)), args, {}, State({}), None)
+
+
+def _syms(names) -> list:
+    return [Sym(f"Req.{n}", "request", f"Req.{n}") for n in names]
+
+
+def test_an_elif_chain_runs_each_arm_once_per_divergence(tmp_path):
+    interp = _interp(tmp_path, Diverging())
+    results = _call(interp, "chain", _syms(["sid"] + NAMES))
+    # every arm's outcome is still reached: n is 0 (no arm) or the arm's number
+    assert _values(results) == sorted(str(i) for i in range(N + 1))
+    arms = collections.Counter(line for line, _ in interp.policy.branches)
+    assert len(arms) == N
+    # the paths failing an arm two ways (sid differs; f is None) are one path at the
+    # next arm: unjoined, the last arm ran 2**(N-1) times
+    assert max(arms.values()) == 1, arms
+
+
+def test_cold_operands_join_per_divergence(tmp_path):
+    interp = _interp(tmp_path, Diverging())
+    results = _call(interp, "wide", _syms(NAMES))
+    # the warm path (every field None) and the cold one (some field set: `opt`'s branch
+    # is one site, one divergence), not 2**N combinations of the two
+    assert len(results) == 2
+    assert sorted(st.div is None for st, _ in results) == [False, True]
+    interp = _interp(tmp_path, Diverging())
+    assert len(_call(interp, "narrow", _syms(["a", "b"]))) == 2
+
+
+def test_warm_operands_keep_their_facts_until_there_are_many(tmp_path):
+    interp = _interp(tmp_path, Recorder())
+    results = _call(interp, "narrow", _syms(["a", "b"]))
+    assert len(results) == 4  # a and b None or not: each path knows which
+    assert {tuple(sorted((k, f.none) for k, f in st.facts.items())) for st, _ in results} \
+        == {(("Req.a", x), ("Req.b", y)) for x in (True, False) for y in (True, False)}
+    interp = _interp(tmp_path, Recorder())
+    results = _call(interp, "wide", _syms(NAMES))
+    assert len(results) <= 2 * JOIN_OPERANDS_OVER  # joined past the bound: not 2**N
+
+
+def test_a_fork_shaped_elif_loop_is_analyzed_within_a_small_budget(tmp_path):
+    """tools/repro_elif_loop.py writes the Aphrodite shape: a loop over 16 stage ids
+    with a 16-arm ``elif`` chain. Before the joins it exceeded any budget (N=14: 77 s)."""
+    root = tmp_path / "loop16"
+    subprocess.run([sys.executable, str(REPO / "tools/repro_elif_loop.py"), "16", str(root)],
+                   check=True)
+    (root / "pyproject.toml").write_text("[tool.warmlint]\nmax-steps = 5000\n")
+    proc = run_cli("check", str(root), "--no-cache", "--format", "json", check_json=True)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.json["stats"]["complete"], proc.json["stats"]
+    found = {f["message"].split("`")[1] for f in proc.json["findings"]}
+    assert found == {f"sid == {i} and md.f{i} is not None" for i in range(16)}

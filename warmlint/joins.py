@@ -1,0 +1,108 @@
+"""Joining interpreter paths: which states are kept apart, and how two are joined.
+
+Paths are joined wherever the engine can no longer tell them apart at a cost worth
+paying: between statements, between the failed arms of an ``elif`` chain, between the
+operands of one expression. What keeps two paths apart is the key: the divergence (each
+cold outcome keeps its own reach, state.py), bindings written to objects under
+construction, test-outcome flags, and in the warmup pass the config atoms decided.
+Joined facts are those true on both paths, so a join loses precision, never soundness.
+"""
+
+from __future__ import annotations
+
+from warmlint.state import State, SymFact, div_key
+from warmlint.values import Const, OneOf, TestOutcome, join
+
+
+def merge_states(states: list[State], keep_configs: bool = False) -> list[State]:
+    """Join states that share a divergence; keep the others apart.
+
+    ``keep_configs`` (the warmup pass) also keeps apart paths split on a config atom:
+    merged, they would join what two deployments compute, and a sink reached only in one
+    deployment's warmup would look warmed in the other's (``WarmupPass.covers``)."""
+    if len(states) < 2:
+        return states
+    groups: dict[tuple, State] = {}
+    for st in states:
+        key = merge_key(st, keep_configs)
+        groups[key] = join_states(groups[key], st) if key in groups else st
+    return list(groups.values())
+
+
+def merge_key(st: State, keep_configs: bool = False) -> tuple:
+    """States with equal keys are joined (``merge_states``)."""
+    key = div_key(st.div) + _bindings(st) + _flags(st)
+    if keep_configs and st.cfg:
+        key += tuple(sorted((k, repr(v)) for k, v in st.cfg.items()))
+    return key
+
+
+def _flags(st: State) -> tuple:
+    """Locals holding the outcome of a test (``eligible = not (a or b)``): paths that
+    took it differently stay apart, so the branch that reads the flag later is decided
+    on each path, not both ways on a merged one."""
+    return tuple(sorted((name, value.value) for name, value in st.env.items()
+                        if isinstance(value, TestOutcome)))
+
+
+def _bindings(st: State) -> tuple:
+    """Callables and flags written to objects under construction: paths that bind
+    differently stay apart until the constructor returns (calls.commit decides what that
+    means)."""
+    from warmlint.values import ClassVal, Func, Lambda, Obj
+
+    if not st.heap:
+        return ()
+    out = []
+    for key, value in st.heap.items():
+        for opt in (value.options if isinstance(value, OneOf) else (value,)):
+            if isinstance(opt, Func):
+                out.append((key, "func", opt.ref))
+            elif isinstance(opt, Const) and isinstance(opt.value, (bool, type(None))):
+                out.append((key, "flag", repr(opt.value)))  # a flag: see calls._flags
+            elif isinstance(opt, (Lambda, Obj, ClassVal)):
+                out.append((key, type(opt).__name__, id(getattr(opt, "node", opt))))
+    return tuple(sorted(out, key=repr))
+
+
+def join_pairs(pairs: list, keep_configs: bool = False, warm_over: int = 0) -> list:
+    """``merge_states`` for the (state, [values]) pairs of an expression's operands:
+    values are joined element-wise. Unjoined, a call with N arguments that each return
+    two ways (``f(x.a), f(x.b), ...``) makes 2**N paths. Cold paths are always joined
+    (each divergence's reach stays its own); warm ones only when there are more than
+    ``warm_over``, since their facts are what a fix plans from."""
+    warm = sum(1 for st, _ in pairs if st.div is None)
+    groups: dict[tuple, tuple] = {}
+    for n, (st, vals) in enumerate(pairs):
+        key = merge_key(st, keep_configs)
+        if st.div is None and warm <= warm_over:
+            key += (n,)  # kept apart
+        if key in groups:
+            first, firsts = groups[key]
+            groups[key] = (join_states(first, st), [join(a, b) for a, b in zip(firsts, vals)])
+        else:
+            groups[key] = (st, vals)
+    return list(groups.values())
+
+
+def join_states(a: State, b: State) -> State:
+    env = dict(a.env)
+    for name, value in b.env.items():
+        env[name] = join(env[name], value) if name in env else value
+    shadows = a.shadows + tuple(s for s in b.shadows if s not in a.shadows)
+    heap = dict(a.heap)
+    for key, value in b.heap.items():
+        heap[key] = join(heap[key], value) if key in heap else value
+    return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
+                 _merge_facts(a.cfg, b.cfg), shadows, heap, a.crossed | b.crossed)
+
+
+def _merge_facts(a: dict, b: dict) -> dict:
+    if a is b:
+        return a
+    facts = {}
+    for key in a.keys() & b.keys():
+        merged = a[key].merge(b[key])
+        if merged != SymFact():
+            facts[key] = merged
+    return facts
