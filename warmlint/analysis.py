@@ -188,7 +188,7 @@ def _fingerprint(warm: WarmupPass, driver, extra_keys: set) -> str:
 def _node_key(entry) -> tuple:
     """The entry's call site, the same in every process (forked leaves share replays)."""
     fn = entry.frame.fn if entry.frame is not None else None
-    return (fn.path, fn.qualname, fn.index_of(entry.node)) if fn is not None else id(entry.node)
+    return fn.address(entry.node) if fn is not None else id(entry.node)
 
 
 def _reusable(replays: dict, warm: WarmupPass, driver):

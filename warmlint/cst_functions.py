@@ -54,6 +54,11 @@ class ParsedFunction:
             self._index = {id(n): i for i, n in enumerate(self.nodes())}
         return self._index.get(id(node), -1)
 
+    def address(self, node: cst.CSTNode) -> tuple:
+        """(path, qualname, position): ``node`` named the same in every process (branch
+        keys, and the serving replays forked leaves share)."""
+        return self.path, self.qualname, self.index_of(node)
+
     def code(self, node: cst.CSTNode) -> str:
         """``node``'s source on one line, without comments; memoized, since every config
         leaf asks again."""

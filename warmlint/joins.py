@@ -72,11 +72,12 @@ def join_pairs(pairs: list, keep_configs: bool = False, warm_over: int = 0) -> l
     (each divergence's reach stays its own); warm ones only when there are more than
     ``warm_over``, since their facts are what a fix plans from."""
     warm = sum(1 for st, _ in pairs if st.div is None)
+    apart = warm <= warm_over
+    if apart and warm == len(pairs):
+        return pairs  # nothing to join (the common case: a few warm paths)
     groups: dict[tuple, tuple] = {}
     for n, (st, vals) in enumerate(pairs):
-        key = merge_key(st, keep_configs)
-        if st.div is None and warm <= warm_over:
-            key += (n,)  # kept apart
+        key = (n,) if apart and st.div is None else merge_key(st, keep_configs)
         if key in groups:
             first, firsts = groups[key]
             groups[key] = (join_states(first, st), [join(a, b) for a, b in zip(firsts, vals)])

@@ -38,6 +38,7 @@ def add_tree_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true",
                         help="no progress on stderr (downloads, long analyses)")
 
+
 def add_jobs_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", "-j", type=_jobs, default=None, metavar="N",
                         help="config leaves analyzed at once, in forked processes (default: "

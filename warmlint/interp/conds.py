@@ -61,7 +61,7 @@ class CondMixin:
         fn = self.frame.fn
         if fn is None:
             return f"?#{id(node)}"
-        return f"{fn.path}#{fn.qualname}#{fn.index_of(node)}"
+        return "#".join(map(str, fn.address(node)))
 
     # -- walking a test ------------------------------------------------------------------
     def eval_condition(self, test, state: State, value: Value | None = None) -> list:
