@@ -9,6 +9,7 @@ import gc
 import time
 from dataclasses import dataclass, field
 
+from warmlint import stack_room
 from warmlint.config_leaves import MAX_DECISIONS, Assumptions, Decision, enumerate_all
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
@@ -80,7 +81,8 @@ def analyze(tree: SourceTree, settings: Settings, jobs: int | None = None) -> Fa
     thresholds = gc.get_threshold()
     gc.set_threshold(50_000, 20, 100)
     try:
-        return _analyze(tree, settings, jobs, started)
+        # deep recursion without mapping and unmapping frame-stack chunks (stack_room.py)
+        return stack_room.call(_analyze, tree, settings, jobs, started)
     finally:
         gc.set_threshold(*thresholds)
 

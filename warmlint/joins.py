@@ -11,7 +11,7 @@ Joined facts are those true on both paths, so a join loses precision, never soun
 from __future__ import annotations
 
 from warmlint.state import State, SymFact, div_key
-from warmlint.values import Const, OneOf, TestOutcome, join
+from warmlint.values import ClassVal, Const, Func, Lambda, Obj, OneOf, TestOutcome, join
 
 
 def merge_states(states: list[State], keep_configs: bool = False) -> list[State]:
@@ -42,27 +42,48 @@ def _flags(st: State) -> tuple:
     took it differently stay apart, so the branch that reads the flag later is decided
     on each path, not both ways on a merged one."""
     return tuple(sorted((name, value.value) for name, value in st.env.items()
-                        if isinstance(value, TestOutcome)))
+                        if type(value) is TestOutcome))
 
 
 def _bindings(st: State) -> tuple:
     """Callables and flags written to objects under construction: paths that bind
     differently stay apart until the constructor returns (calls.commit decides what that
     means)."""
-    from warmlint.values import ClassVal, Func, Lambda, Obj
-
-    if not st.heap:
+    heap = st.heap
+    if not heap:
         return ()
+    # A heap is never changed once a state holds it (writes make a new dict), and the
+    # states of one replay share a few: its table rows, ~100 entries, every join.
+    hit = _SEEN.get(id(heap))
+    if hit is not None and hit[0] is heap:
+        return hit[1]
+    if len(_SEEN) >= _SEEN_MAX:
+        _SEEN.clear()
+    _SEEN[id(heap)] = (heap, out := _binding_key(heap))
+    return out
+
+
+_SEEN: dict = {}  # id(heap) -> (heap, its key); the heap is held, so its id stays its own
+_SEEN_MAX = 512
+
+
+def _binding_key(heap: dict) -> tuple:
     out = []
-    for key, value in st.heap.items():
+    for key, value in heap.items():
         for opt in (value.options if isinstance(value, OneOf) else (value,)):
-            if isinstance(opt, Func):
+            kind = type(opt)
+            if kind is Func:
                 out.append((key, "func", opt.ref))
-            elif isinstance(opt, Const) and isinstance(opt.value, (bool, type(None))):
-                out.append((key, "flag", repr(opt.value)))  # a flag: see calls._flags
-            elif isinstance(opt, (Lambda, Obj, ClassVal)):
-                out.append((key, type(opt).__name__, id(getattr(opt, "node", opt))))
-    return tuple(sorted(out, key=repr))
+            elif kind in _CONSTS:
+                if opt.value is None or opt.value is True or opt.value is False:
+                    out.append((key, "flag", repr(opt.value)))  # a flag: see calls._flags
+            elif kind in _BUILT:
+                out.append((key, kind.__name__, id(getattr(opt, "node", opt))))
+    return tuple(sorted(out, key=repr)) if len(out) > 1 else tuple(out)
+
+
+_CONSTS = (Const, TestOutcome)
+_BUILT = (Lambda, Obj, ClassVal)
 
 
 def join_pairs(pairs: list, keep_configs: bool = False, warm_over: int = 0) -> list:
@@ -87,15 +108,29 @@ def join_pairs(pairs: list, keep_configs: bool = False, warm_over: int = 0) -> l
 
 
 def join_states(a: State, b: State) -> State:
-    env = dict(a.env)
-    for name, value in b.env.items():
-        env[name] = join(env[name], value) if name in env else value
+    env = _join_dicts(a.env, b.env)
     shadows = a.shadows + tuple(s for s in b.shadows if s not in a.shadows)
-    heap = dict(a.heap)
-    for key, value in b.heap.items():
-        heap[key] = join(heap[key], value) if key in heap else value
+    heap = _join_dicts(a.heap, b.heap)
     return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
                  _merge_facts(a.cfg, b.cfg), shadows, heap, a.crossed | b.crossed)
+
+
+def _join_dicts(a: dict, b: dict) -> dict:
+    """Names of either side, values joined where both have one (a value both paths
+    inherited unchanged is kept as it is)."""
+    if a is b:
+        return dict(a)
+    out = dict(a)
+    for name, value in b.items():
+        mine = out.get(name, _MISSING)
+        if mine is _MISSING:
+            out[name] = value
+        elif mine is not value:
+            out[name] = join(mine, value)
+    return out
+
+
+_MISSING = object()
 
 
 def _merge_facts(a: dict, b: dict) -> dict:

@@ -24,6 +24,12 @@ DEFAULT_ASSUME: dict[str, Any] = {
     "current_platform.is_tpu()": False,
     "current_platform.is_out_of_tree()": False,
     "HAS_TRITON": True,
+    # A Linux server, not NVIDIA Confidential Computing (CC makes the v2 runner's buffers
+    # explicit-copy ones: no sampler kernel either way, but following both costs ~25% of
+    # a v2 analysis): --assume 'current_platform.is_confidential_compute()=true'.
+    "current_platform.is_confidential_compute()": False,
+    "current_platform.is_pin_memory_available()": True,
+    "in_wsl()": False,
     "rocm_aiter_ops.is_enabled()": False,
     # The runner's `device` is a CUDA device, an H100/H200-class one (sm90, 132 SMs):
     # FlashInfer sampling is supported there.

@@ -286,6 +286,8 @@ def options(value: Value) -> tuple:
 
 def join(a: Value, b: Value, extra: Taint = CLEAN) -> Value:
     """Least upper bound, keeping a small set of alternatives before giving up."""
+    if a is b and extra is CLEAN:  # the common case: a value both paths inherited
+        return a
     if same(a, b):
         taint = a.taint | b.taint
         return a if taint == a.taint and extra.empty else a.with_taint(taint | extra)

@@ -7,7 +7,7 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import shims
+from warmlint.interp import cached, shims
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
@@ -104,6 +104,10 @@ class CallMixin:
             return [(state, shims.opaque_result(None, args, kwargs))]
         if sum(1 for f in self.stack if f.qualname == ref.qualname and f.module == ref.module) >= 2:
             return [(state, Unknown("recursion", taint_of(*args, *kwargs.values())))]
+        memo_key = cached.key(self, fv, args, kwargs)
+        if memo_key is not None and memo_key in self.lazy_memo:
+            return [(state, self.lazy_memo[memo_key])]  # functools.cache: not run again
+        before = cached.effects(self)
         bound = [fv.bound] if fv.bound is not None else []
         env = self.bind(parsed.node.params, bound + list(args), kwargs, ref.module, parsed)
         frame = Frame(parsed, ref.module, ref.qualname, warmup=self.policy.warm_frame(fv))
@@ -122,7 +126,10 @@ class CallMixin:
             reuse.end(node, ref, bound + list(args), kwargs, state, results)
         else:
             results = self.run_body(frame, parsed.node.body, callee)
-        return _back_in(state, results)
+        results = _back_in(state, results)
+        if memo_key is not None:
+            cached.store(self, memo_key, state, results, before)
+        return results
 
     def _call_cold(self, reuse, ref, frame, callee: State, args, kwargs, state: State,
                    node) -> list:
@@ -247,6 +254,7 @@ class CallMixin:
     def hit(self, kind: sinks.SinkKind, target: str, display: str, node, state: State,
             args: dict | None = None) -> None:
         sink_id = sinks.make_id(kind, target)
+        self.sinks_hit += 1
         site = self.site(node, self.code(node.func) if isinstance(node, cst.Call) else "")
         for value in (args or {}).values():  # specialization classes read the facts
             self.reuse.note(keys_read(value))

@@ -64,6 +64,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         self.lazy_memo = memo.lazy
         self.module_expr_cache = memo.module_exprs
         self.errors: list[tuple[str, int, str]] = []
+        self.sinks_hit = 0  # SinkHits recorded so far (interp/cached.py)
         self.read_keys: set = set()  # what the last branch condition read (shadows.py)
         self.registering = 0  # inside an active JIT-warmup registry (registrations count)
         self.reuse = CallReuse()
@@ -115,9 +116,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         return results
 
     def exec_suite(self, suite: cst.BaseSuite, states: list) -> Flow:
-        if isinstance(suite, cst.SimpleStatementSuite):
-            return self.exec_stmts(suite.body, states)
-        return self.exec_stmts(suite.body, states)
+        return self.exec_stmts(suite.body, states)  # an indented block or `if x: y`
 
     def exec_stmts(self, stmts, states: list) -> Flow:
         flow = Flow(normal=states)
