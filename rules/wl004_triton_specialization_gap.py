@@ -39,8 +39,12 @@ value. Each is guarded by the configs in which that warmup call launched the ker
 A constexpr computed from a request integer through arithmetic, `min`/`max` and
 `triton.next_power_of_2` (vLLM's `TOPK_BLOCK_SIZE = min(next_power_of_2(1 + logprobs),
 1024)`) is reported with every value serving can produce over the field's range
-(`request-int-limits`, default `logprobs` ≤ 20), but not fixed: warm a request per
-missing value by hand. Pointer dtypes are not modeled.
+(`request-int-limits`, default `logprobs` ≤ 20). Where the field is a per-request row
+(model runner v2: `SamplingParams.logprobs`, filled by `add_request`), `warmlint fix`
+adds one block per missing value: every row asks for the smallest field value that
+produces it (`logprobs=8` for a block of 16), then the warmup's sampler call runs again;
+elsewhere (a v1 metadata field) it says why not and the value is warmed by hand.
+Pointer dtypes are not modeled.
 
 **Fix safety.** Safe for the warmup calls (start-up only, dummy data, no copy); each
 costs one sampler step and one Triton compile at start-up. `do_not_specialize` is never
@@ -197,8 +201,7 @@ def fix(finding, facts):
     the configs in which that call launched the kernel."""
     gap = finding.subject
     if gap.derived:
-        raise NoFix(f"`{gap.param}` is computed from {', '.join(sorted(gap.inputs))} through "
-                    "calls: warm one request per missing value by hand")
+        return _derived_edits(gap, facts)
     by_rows = gap.inputs == {BATCH_INPUT} and not gap.constexpr
     edits, reasons = [], []
     for cls in sorted(gap.missing):
@@ -221,6 +224,42 @@ def fix(finding, facts):
     if not edits:
         raise NoFix(reasons[0] if reasons else "no warmup call that launches the kernel "
                     "passes one request object by name")
+    return edits
+
+
+def _derived_edits(gap, facts) -> list:
+    """A constexpr computed from a request integer (model runner v2): per missing value,
+    every per-request row asks for the smallest value producing it (``logprobs=3`` for a
+    block of 4) and the warmup's sampler call runs again; one step compiles one value,
+    since the kernel sees the batch's maximum."""
+    why = f"`{gap.param}` is computed from {', '.join(sorted(gap.inputs))} through calls"
+    edits, reasons = [], []
+    for cls in sorted(gap.missing, key=int):
+        found = gap.witness(cls)
+        if found is None:
+            raise NoFix(f"{why}, and no value within request-int-limits gives {cls}")
+        owner, _, name = found[0].partition(".")
+        if owner not in facts.settings.request_params_classes or "." in name:
+            raise NoFix(f"{why} that is not a per-request row field: warm one request per "
+                        "missing value by hand")
+        for call in (c for c in gap.warm_calls if c.anchor is not None):
+            try:
+                fill = gap.row_fill(call)
+            except NoFix as exc:
+                reasons.append(exc.reason)
+                continue
+            guard, names = _guarded(gap, call)
+            note = (f"Warm `{gap.kernel_name}` with {gap.param} {cls}, every row asking for "
+                    f"{name}={found[1]}: Triton compiles one variant per value of "
+                    f"{gap.param} (added by warmlint fix).")
+            edits.append(InsertCall(call.path, call.function, fill.anchor, fill.call, None,
+                                    set_fields=((name, str(found[1])),), guard=guard,
+                                    note=note, names=names, fill=fill, imports=fill.imports,
+                                    field=name))
+            break
+    if not edits:
+        raise NoFix(reasons[0] if reasons else f"{why}, and no warmup call that launches the "
+                    "kernel fills per-request rows")
     return edits
 
 

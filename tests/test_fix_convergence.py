@@ -92,6 +92,17 @@ def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
     shutil.copytree(release / "vllm", root / "vllm")
     report = _fix_then_check(root)
     assert report["errors"] == []
+    if version == "0.34.0":
+        # TOPK_BLOCK_SIZE = min(next_power_of_2(1 + logprobs), 1024): the warmup's
+        # request (for_sampler_warmup: logprobs=5) compiles 8 only; one block per other
+        # value serving makes with logprobs <= 20 (1, 2, 4, 16, 32), each row asking for
+        # the smallest logprobs giving it
+        text = (root / "vllm/v1/worker/gpu/model_runner.py").read_text()
+        for n in (0, 1, 2, 8, 16):
+            assert f"logprobs={n})" in text, n
+        assert "logprobs=4)" not in text and "logprobs=5)" not in text
+        assert not [f for f in report["findings"]
+                    if f["condition"] == "_topk_log_softmax_kernel.TOPK_BLOCK_SIZE"]
 
 
 @pytest.mark.network

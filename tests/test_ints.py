@@ -52,3 +52,18 @@ def test_a_constexpr_takes_every_value_over_the_fields_limit():
     mixed = OneOf((expr, Unknown("vocab")))
     assert classes_of(mixed, {}, False, limits=limits) == {"1", "2", "4", "8", "16", "32"}
     assert classes_of(OneOf((Const(3), Unknown("x"))), {}, False, limits=limits) is None
+
+
+def test_each_value_has_a_smallest_request_value_that_produces_it():
+    """What `warmlint fix` sets in every row to warm one TOPK_BLOCK_SIZE (WL004)."""
+    from warmlint.specialization import witness
+
+    limits = {"logprobs": 20}
+    expr = _block(LOGPROBS)
+    got = {n: witness(expr, {}, limits, n) for n in (1, 2, 4, 8, 16, 32)}
+    assert got == {1: (LOGPROBS.key, 0), 2: (LOGPROBS.key, 1), 4: (LOGPROBS.key, 2),
+                   8: (LOGPROBS.key, 4), 16: (LOGPROBS.key, 8), 32: (LOGPROBS.key, 16)}
+    assert witness(expr, {}, limits, 64) is None  # logprobs <= 20 never makes 64
+    assert witness(expr, {LOGPROBS.key: SymFact(lo=3)}, limits, 4) == (LOGPROBS.key, 3)
+    assert witness(expr, {}, {}, 4) is None  # no limit: not enumerated
+    assert witness(Const(4), {}, limits, 4) is None  # nothing to set

@@ -168,10 +168,7 @@ class ColdBranch:
     def row_fill(self, call: WarmupCall):
         """How ``call``'s warmup fills per-request rows, in source terms
         (``row_fill.RowFill``); raises ``NoFix`` where it cannot be spelled."""
-        from warmlint import row_fill
-
-        steps = [w for w in self._cold.program.warmups if w.function]
-        return row_fill.find(call, self._facts._analysis.resolver, self._facts.settings, steps)
+        return _row_fill(self._facts, self._cold.program, call)
 
     @property
     def binding_decisions(self) -> list:
@@ -240,6 +237,22 @@ class SpecializationGap:
         paths = [hit.facts for _, hit in self._gap.missing_hits.get(cls, [])]
         return best(paths, arg.values, arg.cls, self._facts.settings.fix_values)
 
+    def witness(self, cls: str) -> tuple | None:
+        """For a derived ``param``: (request field key, its smallest value within
+        ``request-int-limits``) with which a serving path launches the kernel in ``cls``."""
+        from warmlint.specialization import witness
+
+        limits = self._facts.settings.request_int_limits
+        for _, hit in self._gap.missing_hits.get(cls, []):
+            found = witness(hit.args[self.param], hit.facts, limits, int(cls))
+            if found is not None:
+                return found
+        return None
+
+    def row_fill(self, call: WarmupCall):
+        """``ColdBranch.row_fill``, for the runner of the gap."""
+        return _row_fill(self._facts, self._gap.program, call)
+
     def launch_decisions(self, call: WarmupCall) -> list:
         """Config decisions under which ``call`` launched the kernel where the gap holds,
         less those under which the call runs at all (its own guard already says them)."""
@@ -268,3 +281,10 @@ class SpecializationGap:
             if call is not None and call not in out:
                 out.append(call)
         return out
+
+
+def _row_fill(facts: Facts, program, call: WarmupCall):
+    from warmlint import row_fill
+
+    steps = [w for w in program.warmups if w.function]
+    return row_fill.find(call, facts._analysis.resolver, facts.settings, steps)

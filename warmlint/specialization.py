@@ -17,7 +17,7 @@ import libcst as cst
 from warmlint import sinks
 from warmlint.state import _UNSET, SymFact, eval_pred
 from warmlint.interp import ints
-from warmlint.values import Const, IntExpr, OneOf, Pred, Sym, Tensor, Unknown, Value
+from warmlint.values import Const, IntExpr, OneOf, Pred, Sym, Tensor, Unknown, Value, options
 
 ONE, ALIGNED, OTHER = "== 1", "% 16 == 0", "other"
 
@@ -169,12 +169,30 @@ def _classes(value: Value, facts: dict, specialized_int: bool) -> set | None:
 
 
 def _int_values(expr: IntExpr, facts: dict, limits: dict) -> set | None:
+    got = ints.values(expr, *_base_range(expr, facts, limits))
+    return None if got is None else {repr(v) for v in got}
+
+
+def _base_range(expr: IntExpr, facts: dict, limits: dict) -> tuple:
+    """(lo, hi) of the request integer ``expr`` is computed from: its path's facts within
+    ``request-int-limits``; hi None when unbounded."""
     fact = facts.get(expr.base.key) or SymFact()
     limit = limits.get(expr.base.key.rsplit(".", 1)[-1])
     hi = fact.hi if fact.hi is not None and (limit is None or fact.hi <= limit) else limit
-    lo = fact.lo if fact.lo is not None and fact.lo >= 0 else 0
-    got = ints.values(expr, lo, hi)
-    return None if got is None else {repr(v) for v in got}
+    return (int(fact.lo) if fact.lo is not None and fact.lo >= 0 else 0), hi
+
+
+def witness(value: Value, facts: dict, limits: dict, target: int) -> tuple | None:
+    """(request field key, the smallest value of it within its range) for which a
+    constexpr computed from it (``IntExpr``) is ``target``, or None."""
+    for expr in (o for o in options(value) if isinstance(o, IntExpr)):
+        lo, hi = _base_range(expr, facts, limits)
+        if hi is not None and hi - lo <= ints.MAX_BASE:
+            found = next((n for n in range(lo, int(hi) + 1) if ints.evaluate(expr, n) == target),
+                         None)
+            if found is not None:
+                return expr.base.key, found
+    return None
 
 
 def _as_pointer(value: Value) -> Value:

@@ -212,7 +212,7 @@ class ApplyEdits(VisitorBasedCodemodCommand):
             return None
         fill = edit.fill
         self._imports(edit, with_replace=False)
-        params = _fresh(f"{edit.field or 'warmup'}_params", used)
+        params = _fresh(_params_name(edit, used), used)
         # A loop variable the warmup already loops with may be reused; any other is new.
         row = fill.row_var if (fill.row_var not in used
                                or fill.row_var in _loop_targets(anchor_scope)) \
@@ -322,6 +322,15 @@ def _loop_targets(node) -> set:
 
     node.visit(Finder())
     return names
+
+
+def _params_name(edit: InsertCall, used: set) -> str:
+    """``seed_params``; a second block setting one field to another number is named by
+    it (``logprobs_params``, then ``logprobs8_params``), not ``logprobs_params_``."""
+    name = f"{edit.field or 'warmup'}_params"
+    if name in used and len(edit.set_fields) == 1 and edit.set_fields[0][1].isdigit():
+        return f"{edit.set_fields[0][0]}{edit.set_fields[0][1]}_params"
+    return name
 
 
 def _fresh(name: str, used: set) -> str:
