@@ -84,7 +84,10 @@ def test_request_values_take_the_path():
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("version", ["0.20.0", "0.21.0", "0.34.0",  # 0.34.0: v2 rows
+# 0.21.0 (v1) and 0.34.0 (v2 rows) by default; 0.20.0's fix is pinned by its goldens in
+# three flavors (test_golden.py), and its fixed point, like 0.33.0's, in the extended run.
+@pytest.mark.parametrize("version", ["0.21.0", "0.34.0",
+                                     pytest.param("0.20.0", marks=pytest.mark.extended),
                                      pytest.param("0.33.0", marks=pytest.mark.extended)])
 def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
     release = conftest_release(version)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import time
 
 import libcst as cst
 import pytest
 from conftest import VARIANTS, make_tree, run_cli
 
 from warmlint.config_leaves import Assumptions, PromoteConfig, enumerate_all
+from warmlint import work_clock
 from warmlint.leaf_fork import Parallel
 from warmlint.leaf_transport import Untransportable, walk
 from warmlint.values import Sym
@@ -48,13 +50,20 @@ def _atom(name: str) -> Sym:
     return Sym(name, "config", name)
 
 
-def _tree_run(promote_at=None, die_at=None):
+def _tree_run(promote_at=None, die_at=None, work=0.0, parse=0.0):
     """A run deciding a (lopsided) tree of atoms: a; if a then b, c; else d, and then e
     on every path. Returns the outcomes it took. ``promote_at``: outcomes at which the
     run promotes atom "p" (until "p" is a whole-run decision); ``die_at``: outcomes at
-    which a forked child dies without a word."""
+    which a forked child dies without a word; ``work``/``parse``: seconds of work, and of
+    parsing (``work_clock.parsing``), before the first decision."""
+
+    @work_clock.parsing
+    def parsed():
+        time.sleep(parse)
 
     def run(driver):
+        parsed()
+        time.sleep(work)
         taken = []
         names = ["a"]
         taken.append(driver.decide(_atom("a"), "truthy", None))
@@ -100,6 +109,20 @@ def test_cheap_leaves_are_not_forked():
     serial = _leaves(_tree_run())
     died = _leaves(_tree_run(die_at=(True, False, True, False)), 2)  # a fork would die
     assert died[:2] == serial[:2] and died[2].redone == 0
+
+
+@pytest.mark.parametrize("jobs, work, parse, forked", [
+    (2, 0.15, 0.0, True),    # a second core pays from FORK_MIN_SECONDS_PARALLEL
+    (1, 0.15, 0.0, False),   # one core: sharing 0.15 s does not pay for a fork
+    (1, 0.35, 0.0, True),
+    (2, 0.0, 0.2, False),    # parsing is inherited by a child, not shared work
+])
+def test_the_work_before_the_last_decision_decides_forking(jobs, work, parse, forked):
+    die_at = (True, False, True, False)  # a forked child there dies: run again here
+    serial = _leaves(_tree_run(work=work, parse=parse))
+    got = _leaves(_tree_run(die_at=die_at, work=work, parse=parse), jobs)
+    assert got[:2] == serial[:2]
+    assert (got[2].redone > 0) == forked, got[2].redone
 
 
 def test_a_promotion_found_late_restarts_like_the_serial_run(always_fork):

@@ -10,10 +10,10 @@ recorded decision is then flipped in a later run (depth first). Pinned atoms
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from warmlint import work_clock
 from warmlint.state import _UNSET as _UNSET_EQ, SymFact, eval_pred, refine_fact
 from warmlint.values import Sym
 
@@ -140,9 +140,9 @@ class ConfigDriver:
     whole_run: set = field(default_factory=set)  # keys promoted to leaf decisions
     # Decisions past the prefix fork a process (leaf_fork.LeafForker); None: True
     forker: Any = field(default=None, repr=False, compare=False)
-    # perf_counter at creation and at the last decision: the work before it is what a
+    # work_clock.now() at creation and at the last decision: the work before it is what a
     # forked leaf shares with the leaf it branches from (leaf_fork)
-    created: float = field(default_factory=time.perf_counter, repr=False, compare=False)
+    created: float = field(default_factory=work_clock.now, repr=False, compare=False)
     decided_at: float = field(default=0.0, repr=False, compare=False)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
@@ -171,7 +171,7 @@ class ConfigDriver:
         outcome = self.prefix[k] if k < len(self.prefix) else (
             self.forker.branch(self, k) if self.forker is not None else True)
         self.trace.append(Decision(sym.key, sym.label, op, const, outcome, where))
-        self.decided_at = time.perf_counter()
+        self.decided_at = work_clock.now()
         self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
+from warmlint import work_clock
 from warmlint.index import FuncInfo, IndexError_, SourceTree, comments
 
 
@@ -96,6 +97,7 @@ class FunctionLoader:
         self._cache[key] = parsed
         return parsed
 
+    @work_clock.parsing
     def _parse(self, module: str, info: FuncInfo) -> ParsedFunction:
         rel = self.tree.modules[module][0]
         lines = self.tree.lines(module)

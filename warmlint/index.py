@@ -20,6 +20,7 @@ from pathlib import Path
 
 from typing import TYPE_CHECKING
 
+from warmlint import work_clock
 from warmlint.decode import IndexError_, decode_source  # noqa: F401 (re-exported)
 from warmlint.files import DEFAULT_MAX_BYTES, read_regular
 from warmlint.shift import tree_digest
@@ -128,6 +129,7 @@ def code_digest(source: bytes, rel_path: str) -> str | None:
         return None
 
 
+@work_clock.parsing
 def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> ModuleTOC:
     digest = hashlib.sha1(source).hexdigest()
     text = decode_source(source, rel_path)

@@ -127,6 +127,7 @@ class LeafForker:
         self.dir = tempfile.mkdtemp(prefix="warmlint-leaves-")
         self.children: list = []  # pids forked to run beside this process
         self.spawn: tuple | None = None  # in a child: the decisions it was forked with
+        self.holds_slot = False  # in a child forked beside its parent: the slot it took
         self.redone = 0
 
     @property
@@ -152,12 +153,12 @@ class LeafForker:
         if pid == 0:
             self.children = []
             self.spawn = spawn
+            self.holds_slot = beside
             return False
         if beside:
             self.children.append(pid)
-        else:  # no free slot: the child computes in this one's stead
-            _wait(pid)
-            self.slots.acquire()
+        else:  # no free slot: the child computes in this one's stead, on its slot (which
+            _wait(pid)  # it keeps, dead or alive: a child that dies leaves no slot taken)
         return True
 
     def poll(self) -> None:
@@ -168,7 +169,8 @@ class LeafForker:
         """In a child, at the end of its leaf: send it back and exit (never returns)."""
         code = 0
         try:
-            self.slots.release()
+            if self.holds_slot:
+                self.slots.release()
             try:
                 status, payload = outcome
                 body = self.transport.dumps(payload) if status == "ok" else payload
@@ -219,10 +221,14 @@ class LeafForker:
 
 
 SERIAL_FIRST = 2  # leaves run unforked before the forked round
-# Forking pays when the last unforked leaf spent at least this long before its last
-# config decision (the work forked leaves share): vLLM 0.34.0's ~0.5 s (v2 warmups,
-# 1.5-2.3x faster forked), not 0.21.0's or 0.33.0's v1 leaves (~0.1 s).
+# Forking pays when the last unforked leaf did at least this much work (work_clock:
+# parsing left out) before its last config decision, the work forked leaves share. On
+# one core sharing is all it buys, against ~0.1 s of CPU per forked leaf: vLLM 0.34.0's
+# v2 leaves (~0.2 s) run faster serially there. With a second core the parallelism pays
+# from FORK_MIN_SECONDS_PARALLEL: 0.34.0 forks (1.14x), not the v1 leaves of 0.21.0 or
+# 0.33.0 (0.002-0.06 s of work: their costly serving replays are shared in memory).
 FORK_MIN_SECONDS = 0.3
+FORK_MIN_SECONDS_PARALLEL = 0.1
 
 
 def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Transport,
@@ -234,7 +240,8 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
     # to inherit (the first decisions come before any parsing), and a promotion found
     # there costs what it costs serially.
     known, shared = _serial_leaves(run, new_driver, min(SERIAL_FIRST, max_leaves))
-    if shared < FORK_MIN_SECONDS:
+    if shared < (FORK_MIN_SECONDS if jobs < 2 else min(FORK_MIN_SECONDS,
+                                                        FORK_MIN_SECONDS_PARALLEL)):
         # Little work before the last decision (cheap warmups, costly serving replays):
         # forking, sending leaves back and sharing replays through files cost more than
         # they save (vLLM 0.21.0 and 0.33.0: up to 1.6x slower on one core). The rest
@@ -281,8 +288,8 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
 
 def _serial_leaves(run, new_driver, count: int) -> tuple[dict, float]:
     """The first ``count`` leaves in the serial order, run here (prefix -> ("ok", (driver,
-    result))), and the seconds the last one spent before its last config decision; a
-    promotion raises."""
+    result))), and the seconds of work (``work_clock``) the last one did before its last
+    config decision; a promotion raises."""
     known: dict = {}
 
     def leaf(prefix):
