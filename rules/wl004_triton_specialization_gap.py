@@ -233,7 +233,7 @@ def _derived_edits(gap, facts) -> list:
     block of 4) and the warmup's sampler call runs again; one step compiles one value,
     since the kernel sees the batch's maximum."""
     why = f"`{gap.param}` is computed from {', '.join(sorted(gap.inputs))} through calls"
-    edits, reasons = [], []
+    values = []  # (value of the param, request field, field value giving it)
     for cls in sorted(gap.missing, key=int):
         found = gap.witness(cls)
         if found is None:
@@ -242,25 +242,25 @@ def _derived_edits(gap, facts) -> list:
         if owner not in facts.settings.request_params_classes or "." in name:
             raise NoFix(f"{why} that is not a per-request row field: warm one request per "
                         "missing value by hand")
-        for call in (c for c in gap.warm_calls if c.anchor is not None):
-            try:
-                fill = gap.row_fill(call)
-            except NoFix as exc:
-                reasons.append(exc.reason)
-                continue
-            guard, names = _guarded(gap, call)
-            note = (f"Warm `{gap.kernel_name}` with {gap.param} {cls}, every row asking for "
-                    f"{name}={found[1]}: Triton compiles one variant per value of "
-                    f"{gap.param} (added by warmlint fix).")
-            edits.append(InsertCall(call.path, call.function, fill.anchor, fill.call, None,
-                                    set_fields=((name, str(found[1])),), guard=guard,
-                                    note=note, names=names, fill=fill, imports=fill.imports,
-                                    field=name))
-            break
-    if not edits:
-        raise NoFix(reasons[0] if reasons else f"{why}, and no warmup call that launches the "
-                    "kernel fills per-request rows")
-    return edits
+        values.append((cls, name, found[1]))
+    reasons = []
+    anchored = [c for c in gap.warm_calls if c.anchor is not None] if values else []
+    for call in anchored:
+        try:
+            fill = gap.row_fill(call)  # the same block shape for every value
+        except NoFix as exc:
+            reasons.append(exc.reason)
+            continue
+        guard, names = _guarded(gap, call)
+        return [InsertCall(call.path, call.function, fill.anchor, fill.call, None,
+                           set_fields=((name, str(value)),), guard=guard,
+                           note=(f"Warm `{gap.kernel_name}` with {gap.param} {cls}, every row "
+                                 f"asking for {name}={value}: Triton compiles one variant "
+                                 f"per value of {gap.param} (added by warmlint fix)."),
+                           names=names, fill=fill, imports=fill.imports, field=name)
+                for cls, name, value in values]
+    raise NoFix(reasons[0] if reasons else f"{why}, and no warmup call that launches the "
+                "kernel fills per-request rows")
 
 
 def _guarded(gap, call, extra: tuple = ()) -> tuple:

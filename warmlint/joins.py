@@ -116,21 +116,14 @@ def join_states(a: State, b: State) -> State:
 
 
 def _join_dicts(a: dict, b: dict) -> dict:
-    """Names of either side, values joined where both have one (a value both paths
-    inherited unchanged is kept as it is)."""
+    """Names of either side, values joined where both have one (``join`` keeps a value
+    both paths inherited as it is)."""
     if a is b:
         return dict(a)
     out = dict(a)
     for name, value in b.items():
-        mine = out.get(name, _MISSING)
-        if mine is _MISSING:
-            out[name] = value
-        elif mine is not value:
-            out[name] = join(mine, value)
+        out[name] = join(out[name], value) if name in out else value
     return out
-
-
-_MISSING = object()
 
 
 def _merge_facts(a: dict, b: dict) -> dict:

@@ -107,7 +107,7 @@ class CallMixin:
         memo_key = cached.key(self, fv, args, kwargs)
         if memo_key is not None and memo_key in self.lazy_memo:
             return [(state, self.lazy_memo[memo_key])]  # functools.cache: not run again
-        before = cached.effects(self)
+        before = cached.effects(self) if memo_key is not None else None
         bound = [fv.bound] if fv.bound is not None else []
         env = self.bind(parsed.node.params, bound + list(args), kwargs, ref.module, parsed)
         frame = Frame(parsed, ref.module, ref.qualname, warmup=self.policy.warm_frame(fv))
