@@ -36,15 +36,18 @@ path allows); for a value decided by request fields (`TOPK_ENABLED = k is not No
 `uniform_probs` None when `all_greedy`), the call again with those fields as a serving
 path producing the value has them (`top_k=None`, `all_greedy=True`), once per missing
 value. Each is guarded by the configs in which that warmup call launched the kernel.
-A constexpr computed from a request integer through arithmetic, `min`/`max` and
-`triton.next_power_of_2` (vLLM's `TOPK_BLOCK_SIZE = min(next_power_of_2(1 + logprobs),
-1024)`) is reported with every value serving can produce over the field's range
-(`request-int-limits`, default `logprobs` ≤ 20). Where the field is a per-request row
-(model runner v2: `SamplingParams.logprobs`, filled by `add_request`), `warmlint fix`
-adds one block per missing value: every row asks for the smallest field value that
-produces it (`logprobs=8` for a block of 16), then the warmup's sampler call runs again;
-elsewhere (a v1 metadata field) it says why not and the value is warmed by hand.
-Pointer dtypes are not modeled.
+A parameter computed from a request integer through arithmetic, `min`/`max`,
+`triton.next_power_of_2` and a tensor's column count (vLLM's `TOPK_BLOCK_SIZE =
+min(next_power_of_2(1 + logprobs), 1024)`; v1's `PADDED_TOPK = next_power_of_2(1 + the
+most token ids a request asks for)`, the length of a list field) is reported with every
+value (constexpr) or class (int) serving can produce over the field's range
+(`request-int-limits`, default `logprobs` ≤ 20, `logprob_token_ids` ≤ 128 ids). `warmlint
+fix` adds one warmup step per missing value, asking for the smallest field value that
+produces it: where the field is a per-request row (model runner v2:
+`SamplingParams.logprobs`, filled by `add_request`), every row asks for it (`logprobs=8`
+for a block of 16) and the warmup's sampler call runs again; a v1 metadata field is set
+on the warmup call (`logprob_token_ids={0: [0] * 8}`, built from the `fix-values` entry
+`len(SamplingMetadata.logprob_token_ids)`). Pointer dtypes are not modeled.
 
 **Fix safety.** Safe for the warmup calls (start-up only, dummy data, no copy); each
 costs one sampler step and one Triton compile at start-up. `do_not_specialize` is never
@@ -52,6 +55,8 @@ added automatically: it changes the compiled code.
 """
 
 from __future__ import annotations
+
+import re
 
 from warmlint.edits import InsertCall, NoFix, Rows
 from warmlint.facts import ALIGNED, BATCH_INPUT
@@ -189,9 +194,18 @@ def check(facts):
                    "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
                    "identity": f"{gap.kernel}:{param}", "configs_exact": exact,
                    "paths": gap.paths,
-                   "runner": gap.runner},
+                   "runner": gap.runner, **_computed(gap)},
             subject=gap,
         )
+
+
+def _computed(gap) -> dict:
+    """How a derived parameter is computed from its request integer, for `warmlint
+    verify` to tell which count a request kind needs: {"computed": {"from", "ops"}}."""
+    expr = gap.computed
+    if expr is None:
+        return {}
+    return {"computed": {"from": expr.base.key, "ops": [list(op) for op in expr.ops]}}
 
 
 def fix(finding, facts):
@@ -228,21 +242,31 @@ def fix(finding, facts):
 
 
 def _derived_edits(gap, facts) -> list:
-    """A constexpr computed from a request integer (model runner v2): per missing value,
-    every per-request row asks for the smallest value producing it (``logprobs=3`` for a
-    block of 4) and the warmup's sampler call runs again; one step compiles one value,
-    since the kernel sees the batch's maximum."""
+    """A parameter computed from a request integer: per missing value, the warmup's
+    sampler call again with the smallest request value producing it; model runner v2:
+    every per-request row asks for it (``logprobs=3`` for a block of 4; one step compiles
+    one value, since the kernel sees the batch's maximum); v1: the metadata field is set
+    (``_metadata_edits``)."""
     why = f"`{gap.param}` is computed from {', '.join(sorted(gap.inputs))} through calls"
-    values = []  # (value of the param, request field, field value giving it)
-    for cls in sorted(gap.missing, key=int):
+    values, left = [], []  # (value of the param, request field, field value giving it)
+    for cls in sorted(gap.missing, key=_numeric_first):
         found = gap.witness(cls)
-        if found is None:
-            raise NoFix(f"{why}, and no value within request-int-limits gives {cls}")
-        owner, _, name = found[0].partition(".")
-        if owner not in facts.settings.request_params_classes or "." in name:
-            raise NoFix(f"{why} that is not a per-request row field: warm one request per "
-                        "missing value by hand")
-        values.append((cls, name, found[1]))
+        field, text = _field_value(found, facts.settings.fix_values) if found else (None, None)
+        if text is None:  # the other values are still warmed; this one stays reported
+            left.append(f"no value within request-int-limits gives {cls}" if found is None
+                        else f"no fix-values entry len({'.'.join(field)}) builds a list "
+                             f"of the length giving {cls}")
+            continue
+        values.append((cls, field, text))
+    if not values:
+        raise NoFix(f"{why}, and {left[0]}")
+    owner = values[0][1][0]
+    if owner not in facts.settings.request_params_classes:
+        return _metadata_edits(gap, values, why)
+    if any("." in name for _, (_, name), _ in values):
+        raise NoFix(f"{why} that is not a per-request row field: warm one request per "
+                    "missing value by hand")
+    values = [(cls, name, text) for cls, (_, name), text in values]
     reasons = []
     anchored = [c for c in gap.warm_calls if c.anchor is not None] if values else []
     for call in anchored:
@@ -261,6 +285,45 @@ def _derived_edits(gap, facts) -> list:
                 for cls, name, value in values]
     raise NoFix(reasons[0] if reasons else f"{why}, and no warmup call that launches the "
                 "kernel fills per-request rows")
+
+
+def _numeric_first(cls: str) -> tuple:
+    return (0, int(cls), cls) if cls.isdigit() else (1, 0, cls)
+
+
+def _field_value(found: tuple, fix_values: dict) -> tuple:
+    """((owner class, field), source text of the field value) giving a witness: the
+    integer itself, or for a list field's length (``len(SamplingMetadata.
+    logprob_token_ids[])``) the ``fix-values`` entry ``len(CLASS.FIELD)`` (or
+    ``len(FIELD)``) with N the length (``{0: [0] * N}``); None where there is none."""
+    key, n = found
+    if key.startswith("len(") and key.endswith(")"):
+        owner, _, name = key[4:-1].removesuffix("[]").partition(".")
+        template = fix_values.get(f"len({owner}.{name})") or fix_values.get(f"len({name})")
+        text = re.sub(r"\bN\b", str(n), template) if template else None
+        return (owner, name), text
+    owner, _, name = key.partition(".")
+    return (owner, name), str(n)
+
+
+def _metadata_edits(gap, values: list, why: str) -> list:
+    """A value of a metadata field (model runner v1: one request object per sampler
+    call): per missing value, the warmup call again with the field set to a value giving
+    it (``logprob_token_ids={0: [0] * 8}``)."""
+    for call in (c for c in gap.warm_calls if c.anchor is not None):
+        arg = call.request_argument({values[0][1][0]}) if values else None
+        if arg is None:
+            continue
+        guard, names = _guarded(gap, call)
+        return [InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
+                           set_fields=((name, text),), guard=guard, names=names,
+                           note=(f"Warm `{gap.kernel_name}` with {gap.param} {cls} "
+                                 f"({name}={text}): Triton compiles one variant per "
+                                 f"{'value' if gap.constexpr else 'class'} of {gap.param} "
+                                 "(added by warmlint fix)."))
+                for cls, (_, name), text in values]
+    raise NoFix(f"{why}, and no warmup call that launches the kernel passes the "
+                f"{values[0][1][0] if values else 'request'} object by name")
 
 
 def _guarded(gap, call, extra: tuple = ()) -> tuple:

@@ -106,6 +106,21 @@ def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
         assert "logprobs=4)" not in text and "logprobs=5)" not in text
         assert not [f for f in report["findings"]
                     if f["condition"] == "_topk_log_softmax_kernel.TOPK_BLOCK_SIZE"]
+        # 64, 128 and 256 come from 32-128 token ids: no fix-values entry builds those
+        # rows by default (on the H200 they left `_fill_logprob_token_ids_kernel` cold),
+        # so the token-id path stays reported, with its reason
+        assert "logprob_token_ids=" not in text
+        [ids] = [f for f in report["findings"] if f["condition"] == "max_per_req_token_ids == 0"]
+        assert ids["fix"]["reason"]
+    if version in ("0.20.0", "0.21.0"):  # (0.33.0's v1 gathers token ids with torch)
+        # v1: PADDED_TOPK = next_power_of_2(1 + the most token ids a request asks for),
+        # <= 128 ids: one warmup call per power of two the first fix call ({0: [0]}: 2)
+        # does not compile, and the 16-column class of the int `topk` (15 ids)
+        text = (root / "vllm/v1/worker/gpu_model_runner.py").read_text()
+        for n in (0, 2, 4, 8, 16, 32, 64, 128, 15):
+            assert f"logprob_token_ids={{0: [0] * {n}}}" in text, n
+        assert not [f for f in report["findings"]
+                    if f["condition"].startswith("_topk_log_softmax_kernel.")]
 
 
 @pytest.mark.network

@@ -203,7 +203,9 @@ class SpecializationGap:
         self.function = hit.stack[-1][1] if hit.stack else ""
         self.constexpr = gap.param in gap.sig.constexpr
         # computed from a request integer through calls (``next_power_of_2(1 + logprobs)``)
-        self.derived = any(isinstance(o, IntExpr) for o in options(hit.args[gap.param]))
+        self.computed = next((o for o in options(hit.args[gap.param]) if isinstance(o, IntExpr)),
+                             None)
+        self.derived = self.computed is not None
         self.decorator = gap.sig.decorator
         self.warmed, self.missing, self.inputs = gap.warmed, gap.missing, gap.inputs
         self.runner = gap.program.runner
@@ -244,7 +246,7 @@ class SpecializationGap:
 
         limits = self._facts.settings.request_int_limits
         for _, hit in self._gap.missing_hits.get(cls, []):
-            found = witness(hit.args[self.param], hit.facts, limits, int(cls))
+            found = witness(hit.args[self.param], hit.facts, limits, cls)
             if found is not None:
                 return found
         return None

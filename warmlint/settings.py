@@ -114,7 +114,7 @@ class Settings:
     # 0..limit (vLLM's default `max_logprobs` is 20). A field without a limit is not
     # enumerated.
     request_int_limits: dict = field(default_factory=lambda: {
-        "logprobs": 20, "prompt_logprobs": 20})
+        "logprobs": 20, "prompt_logprobs": 20, "logprob_token_ids": 128})
     # Interpreter steps per warmup or entry replay in one config; exceeding it is an
     # error entry (an incomplete result), never a silent skip.
     max_steps: int = 400_000
@@ -128,6 +128,12 @@ class Settings:
         "generators": "{0: torch.Generator(device=self.device).manual_seed(0)}",
         "max_num_logprobs": "1",
         "logprob_token_ids": "{0: [0]}",
+        # a list field of a given length N (a Triton constexpr computed from it: WL004).
+        # None for v2's SamplingParams.logprob_token_ids: rows asking for N ids warm
+        # TOPK_BLOCK_SIZE, but on the H200 a token-ids request still compiled v2's
+        # `_fill_logprob_token_ids_kernel` (its NUM_TOPK/PADDED_COLS, which warmlint
+        # does not evaluate), so the blocks would hide a cold path (docs/fix.md)
+        "len(SamplingMetadata.logprob_token_ids)": "{0: [0] * N}",  # request -> ids
         "seed": "0",  # a SamplingParams field: set in every row by a v2 fix
     })
 

@@ -139,8 +139,8 @@ def classes_of(value: Value, facts: dict, specialized_int: bool, alignment: bool
     opts = value.options if isinstance(value, OneOf) else (value,)
     derived = not specialized_int and any(isinstance(o, IntExpr) for o in opts)
     for opt in opts:
-        got = _int_values(opt, facts, limits or {}) if isinstance(opt, IntExpr) else \
-            _classes(opt, facts, specialized_int)
+        got = _int_values(opt, facts, limits or {}, specialized_int) \
+            if isinstance(opt, IntExpr) else _classes(opt, facts, specialized_int)
         if got is None and derived and isinstance(opt, Unknown):
             continue
         if got is None:
@@ -168,28 +168,46 @@ def _classes(value: Value, facts: dict, specialized_int: bool) -> set | None:
     return None
 
 
-def _int_values(expr: IntExpr, facts: dict, limits: dict) -> set | None:
+def _int_values(expr: IntExpr, facts: dict, limits: dict, specialized_int: bool) -> set | None:
+    """The values (a constexpr) or the classes (a specialized int) ``expr`` takes."""
     got = ints.values(expr, *_base_range(expr, facts, limits))
-    return None if got is None else {repr(v) for v in got}
+    if got is None:
+        return None
+    return {int_class(v) for v in got} if specialized_int else {repr(v) for v in got}
 
 
 def _base_range(expr: IntExpr, facts: dict, limits: dict) -> tuple:
     """(lo, hi) of the request integer ``expr`` is computed from: its path's facts within
     ``request-int-limits``; hi None when unbounded."""
     fact = facts.get(expr.base.key) or SymFact()
-    limit = limits.get(expr.base.key.rsplit(".", 1)[-1])
+    limit = limits.get(limit_name(expr.base.key))
     hi = fact.hi if fact.hi is not None and (limit is None or fact.hi <= limit) else limit
     return (int(fact.lo) if fact.lo is not None and fact.lo >= 0 else 0), hi
 
 
-def witness(value: Value, facts: dict, limits: dict, target: int) -> tuple | None:
-    """(request field key, the smallest value of it within its range) for which a
-    constexpr computed from it (``IntExpr``) is ``target``, or None."""
+def limit_name(key: str) -> str:
+    """The ``request-int-limits`` entry of a request integer: its field's name; a list
+    field's length (``len(SamplingMetadata.logprob_token_ids[])``) is limited by the list
+    field's own entry (``logprob_token_ids``)."""
+    if key.startswith("len(") and key.endswith(")"):
+        key = key[4:-1].removesuffix("[]")
+    return key.rsplit(".", 1)[-1]
+
+
+def witness(value: Value, facts: dict, limits: dict, target: str | int) -> tuple | None:
+    """(request field key, the smallest value of it within its range) for which a value
+    computed from it (``IntExpr``) is ``target``: a constexpr's value (``"8"``) or a
+    specialized int's class (``"% 16 == 0"``); None if none is."""
+    target = str(target)
+
+    def hits(n: int) -> bool:
+        got = ints.evaluate(expr, n)
+        return str(got) == target if target.lstrip("-").isdigit() else int_class(got) == target
+
     for expr in (o for o in options(value) if isinstance(o, IntExpr)):
         lo, hi = _base_range(expr, facts, limits)
         if hi is not None and hi - lo <= ints.MAX_BASE:
-            found = next((n for n in range(lo, int(hi) + 1) if ints.evaluate(expr, n) == target),
-                         None)
+            found = next((n for n in range(lo, int(hi) + 1) if hits(n)), None)
             if found is not None:
                 return expr.base.key, found
     return None

@@ -123,6 +123,11 @@ def predicts(finding: dict, kind: str, batch: int, config: dict) -> bool:
         facts = facts_of(kind)
         return all(facts.get(inputs[0]) == ("set" if positive else "unset")
                    for inputs, positive in extra.get("literals", []) if len(inputs) == 1)
+    computed = extra.get("computed")
+    if finding["rule"] == "WL004" and computed:
+        from warmlint.verify_counts import computed_missing
+
+        return computed_missing(finding, computed, kind)
     if finding["rule"] == "WL004" and "batch size" in finding.get("inputs", []):
         from warmlint.specialization import int_class  # pulls in the analysis: only here
 
@@ -322,8 +327,8 @@ def _label(f: dict) -> str:
 def _row(kind: str, batch: int, result: dict, findings: list, config: dict,
          runner: str = "v1") -> dict:
     by_paths = RUNNER_FACTS.get(runner) is not None
-    predicted = ([_label(f) for f in findings if predicts(f, kind, batch, config)]
-                 if by_paths else [])
+    predicting = [f for f in findings if predicts(f, kind, batch, config)] if by_paths else []
+    predicted = [_label(f) for f in predicting]
     row = {"kind": kind, "batch": batch, "status": result.get("status"),
            "predicted": predicted}
     if result.get("status") != "ok":
@@ -341,23 +346,32 @@ def _row(kind: str, batch: int, result: dict, findings: list, config: dict,
         row.update(warmup_s=warmup["seconds"],
                    warmup_peak_mb=round(warmup.get("memory_extra_bytes", 0) / 1e6, 1))
     cold = events["total"] > 0
-    if cold and not predicted:  # the compiled kernel is a sink some finding names
-        row["explained_by"] = [_label(f) for f in findings if _compiled_sink(f, events, config)]
-    row["verdict"] = ("cold, predicted" if cold and predicted else
+    # a Triton kernel compiled that no predicting finding names is not explained by them
+    # (the prediction was right for a wrong reason): judged like an unpredicted compile
+    unnamed = sorted(set(row["kernels"]) - {s["name"] for f in predicting
+                                            for s in f.get("sinks", [])}) if predicting else []
+    if unnamed:
+        row["unnamed_kernels"] = unnamed
+    if cold and (not predicted or unnamed):  # the compiled kernel is a sink some finding names
+        row["explained_by"] = [_label(f) for f in findings
+                               if _compiled_sink(f, events, config, unnamed or None)]
+    row["verdict"] = ("cold, predicted" if cold and predicted and not unnamed else
                       "cold, explained by sink" if cold and row.get("explained_by") else
                       "unexplained" if cold else
                       "predicted, not observed" if predicted else "warm")
     return row
 
 
-def _compiled_sink(finding: dict, events: dict, config: dict) -> bool:
+def _compiled_sink(finding: dict, events: dict, config: dict, only=None) -> bool:
+    """Whether a kernel ``finding`` names compiled (one of ``only``, if given)."""
     if not all(config_holds(c, config) for c in finding.get("configs", [])):
         return False
     for sink in finding.get("sinks", []):
         observed = events.get(sinks.kind_of(sink["id"]).gpu_event)
-        if isinstance(observed, list) and sink["name"] in observed:
+        if isinstance(observed, list) and sink["name"] in observed \
+                and (only is None or sink["name"] in only):
             return True  # a compiled-kernel list (Triton): this kernel compiled
-        if observed and not isinstance(observed, list):
+        if observed and not isinstance(observed, list) and only is None:
             return True  # a compile count (Dynamo, FlashInfer)
     return False
 

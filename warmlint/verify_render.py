@@ -51,6 +51,8 @@ def render_text(report: dict) -> str:
                          f"{r['verdict']}: {r.get('error', '')[-80:].strip()}")
             continue
         why = "; ".join(r["predicted"] or r.get("explained_by", []))
+        if r.get("unnamed_kernels"):  # predicted, but not what compiled
+            why = f"{', '.join(r['unnamed_kernels'])} named by no prediction ({why})"
         what = f" [{_compiled(r)}]" if r["events"] else ""
         lines.append(f"{r['kind']:<18}{r['batch']:>6}{r['events']:>8}{r['first_ms']:>11}"
                      f"{r['steady_ms']:>11}  {r['verdict']}{what}{': ' + why if why else ''}")

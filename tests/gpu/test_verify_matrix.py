@@ -352,3 +352,18 @@ def test_run_script_runs_only_flashinfer_free_specs_while_flashinfer_builds(tmp_
     [call] = [c for c in log.read_text().splitlines() if c.startswith("-m warmlint.cli verify")]
     assert "--env VLLM_USE_FLASHINFER_SAMPLER=0" in call
     assert f"-o {tmp_path}/out/verify-early-2.json" in call
+
+
+def test_a_prediction_explains_a_cell_only_through_the_kernels_it_names():
+    """The H200's speculative cells (2026-12-03): a WL004 finding about
+    `rejection_random_sample_kernel` predicted them, but `expand_kernel` compiled."""
+    v1 = _finding(verify.RUNNER_MODULES["v1"])  # WL004, batch-size class of _topk_topp_kernel
+    v1["extra"]["missing"] = ["other"]  # 37 rows
+    named = verify._row("seeded", 37, _ok(["_topk_topp_kernel"]), [v1], FI_ON)
+    assert named["verdict"] == "cold, predicted" and "unnamed_kernels" not in named
+    other = verify._row("seeded", 37, _ok(["_topk_topp_kernel", "expand_kernel"]), [v1], FI_ON)
+    assert other["verdict"] == "unexplained" and other["unnamed_kernels"] == ["expand_kernel"]
+    assert other["predicted"] == ["WL004 topk_topp_triton.py:947 BATCH_SIZE"]
+    text = verify.render_text({"release": "0.21.0", "runner": "v1", "warmup": "fixed",
+                               "config": FI_ON, "rows": [other]})
+    assert "expand_kernel named by no prediction (WL004 topk_topp_triton.py:947" in text

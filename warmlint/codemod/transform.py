@@ -9,6 +9,7 @@ is discarded); the imports its code needs are added where isort would put them.
 
 from __future__ import annotations
 
+import re
 import textwrap
 
 import libcst as cst
@@ -325,11 +326,14 @@ def _loop_targets(node) -> set:
 
 
 def _params_name(edit: InsertCall, used: set) -> str:
-    """``seed_params``; a second block setting one field to another number is named by
-    it (``logprobs_params``, then ``logprobs8_params``), not ``logprobs_params_``."""
+    """``seed_params``; a second block setting one field to another number (or list
+    length) is named by it (``logprobs_params``, then ``logprobs8_params``; ``[0] * 64``:
+    ``logprob_token_ids64_params``), not ``logprobs_params_``."""
     name = f"{edit.field or 'warmup'}_params"
-    if name in used and len(edit.set_fields) == 1 and edit.set_fields[0][1].isdigit():
-        return f"{edit.set_fields[0][0]}{edit.set_fields[0][1]}_params"
+    number = re.fullmatch(r"(?:\[0\] \* )?(\d+)", edit.set_fields[0][1]) \
+        if len(edit.set_fields) == 1 else None
+    if name in used and number:
+        return f"{edit.set_fields[0][0]}{number.group(1)}_params"
     return name
 
 

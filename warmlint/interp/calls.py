@@ -59,6 +59,9 @@ class CallMixin:
             return shims.call_builtin(self, fv, args, kwargs, state, node)
         if isinstance(fv, External):
             return shims.call_external(self, fv, args, kwargs, state, node)
+        if isinstance(fv, Sym) and fv.kind == "request" and fv.key.endswith(".values") \
+                and not args and not kwargs:  # a request dict's values: alike unknowns
+            return [(state, shims.request_values(fv))]
         if isinstance(fv, Sym) and fv.kind == "config":
             consts = ", ".join(repr(a.value) for a in args if isinstance(a, Const))
             return [(state, Sym(f"{fv.key}({consts})", "config", f"{fv.label}({consts})", fv.taint))]

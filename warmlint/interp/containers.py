@@ -70,9 +70,29 @@ class ContainerMixin:
             if kind == "dict":
                 out.append((st, Dict(None, empty, taint)))
                 continue
+            items = self._items(node, st, vals[0]) if len(iters) == 1 else None
+            if items is not None:  # `len(ids) for ids in {0: [7], 1: [0] * 5}.values()`
+                out.append((st, Seq(items, kind, not items, taint)))
+                continue
             elem = self._element_value(node, st, vals[0]) if len(iters) == 1 else None
             out.append((st, Seq(None, kind, empty, taint, elem)))
         return out
+
+    def _items(self, node, st: State, iterable: Value) -> tuple | None:
+        """Each element of ``[elt for target in iterable]`` over a few known items, where
+        each evaluates to one value (in the comprehension's own scope)."""
+        if not (isinstance(iterable, Seq) and iterable.items is not None
+                and len(iterable.items) <= MAX_ITEMS and not node.for_in.ifs
+                and isinstance(node.for_in.target, cst.Name)):
+            return None
+        out = []
+        for item in iterable.items:
+            values = [v for _, v in self.eval(node.elt, self.assign(node.for_in.target, item,
+                                                                     st.fork()))]
+            if len(values) != 1:
+                return None
+            out.append(values[0])
+        return tuple(out)
 
     def _element_value(self, node, st: State, iterable: Value) -> Value | None:
         """What every element of ``[elt for target in iterable]`` is: ``elt`` evaluated
@@ -97,6 +117,22 @@ class ContainerMixin:
 
     def expr_DictComp(self, node, state):
         return self._comprehension(node, state, "dict")
+
+
+MAX_ITEMS = 16  # a comprehension over more known items is one alike element
+MAX_REPEAT = 4096  # `[0] * n` beyond this many items stays a list of unknown length
+
+
+def repeated(seq: Value, times: Value) -> Value | None:
+    """``[0] * n`` with ``n`` known: the list of its ``n`` copies (a fix's
+    ``logprob_token_ids={0: [0] * 8}``)."""
+    if not (isinstance(seq, Seq) and seq.items is not None and seq.kind in ("list", "tuple")
+            and isinstance(times, Const) and type(times.value) is int):
+        return None
+    count = max(times.value, 0)
+    if len(seq.items) * count > MAX_REPEAT:
+        return None
+    return Seq(seq.items * count, seq.kind, not (seq.items and count), seq.taint | times.taint)
 
 
 # Methods that change a list, dict or set in place; ``append`` and the like leave it

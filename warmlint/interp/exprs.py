@@ -9,7 +9,7 @@ import operator
 import libcst as cst
 
 from warmlint.interp import ints, tables
-from warmlint.interp.containers import ContainerMixin, after_mutation
+from warmlint.interp.containers import ContainerMixin, after_mutation, repeated
 from warmlint.interp.dispatch import handler_for
 from warmlint.joins import join_pairs
 from warmlint.state import State, decide
@@ -105,7 +105,6 @@ class ExprMixin(ContainerMixin):
     def expr_Ellipsis(self, node, state):
         return [(state, Const(...))]
 
-    # -- operators --------------------------------------------------------------------------
     def expr_BinaryOperation(self, node, state):
         return [(st, self.binary(a, b, node.operator, st)) for st, (a, b) in
                 self.eval_seq([node.left, node.right], state)]
@@ -127,7 +126,8 @@ class ExprMixin(ContainerMixin):
         for side in (a, b):
             if isinstance(side, Tensor):
                 return Tensor(side.batch, taint)
-        derived = ints.add(a, b) if isinstance(op, cst.Add) else None  # `1 + num_logprobs`
+        derived = ints.add(a, b) if isinstance(op, cst.Add) else (  # `1 + num_logprobs`
+            repeated(a, b) or repeated(b, a) if isinstance(op, cst.Multiply) else None)
         return derived if derived is not None else Unknown("", taint)
 
     def expr_UnaryOperation(self, node, state):

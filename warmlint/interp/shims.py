@@ -40,6 +40,22 @@ def opaque_result(callee: Value | None, args, kwargs) -> Value:
     return Unknown("call", taint)
 
 
+def request_values(method: Sym) -> Seq:
+    """``sampling_metadata.logprob_token_ids.values()``: one request's value each, all
+    alike: ``len`` of one is the request integer ``len(...logprob_token_ids[])``."""
+    base, label = method.key[:-len(".values")], method.label[:-len(".values")]
+    elem = Sym(f"{base}[]", "request", f"{label}[]", method.taint)
+    return Seq(None, "list", None, method.taint, elem)
+
+
+def _shape_cols(args) -> Value | None:
+    """Dim 1 of a 2-D ``torch.zeros(rows, cols)`` / ``torch.zeros((rows, cols))``."""
+    if len(args) == 1 and isinstance(args[0], Seq) and args[0].items is not None \
+            and len(args[0].items) == 2:
+        return args[0].items[1]
+    return args[1] if len(args) == 2 and not isinstance(args[0], Seq) else None
+
+
 def _shape_batch(shape: Value) -> Value | None:
     if isinstance(shape, Seq) and shape.items:
         return shape.items[0]
@@ -87,7 +103,8 @@ def _array_call(leaf: str, args, kwargs, state: State) -> Value | None:
         elem = tables.maker_element(leaf, list(args), kwargs)
         rows = tables.new(elem) if elem is not None else None
         taint = taint_of(*args, *kwargs.values()) if leaf in _SHAPE_MAKERS else taint_of(*args)
-        return Tensor(batch, taint, rows)
+        cols = _shape_cols(args) if leaf in ("empty", "zeros", "ones", "rand", "randn") else None
+        return Tensor(batch, taint, rows, cols)
     if leaf in _REDUCTIONS and args:
         return tables.reduce(_REDUCTIONS[leaf], args[0], state)
     if leaf == "topk" and args and isinstance(args[0], Tensor):  # k columns per row
@@ -185,6 +202,10 @@ def shape_of(tensor: Tensor) -> Seq:
 def _container_method(method: str, container: Value, args, taint) -> Value:
     taint = container.taint | taint
     empty = getattr(container, "empty", None)
+    if method in ("values", "keys") and isinstance(container, Dict) \
+            and container.items is not None:  # `{0: [7]}.values()`: its items, known
+        items = container.items.values() if method == "values" else map(Const, container.items)
+        return Seq(tuple(items), "list", not container.items, taint)
     if method in ("items", "values", "keys", "copy"):
         return Seq(None, "list", empty, taint)
     if method == "get" and isinstance(container, Dict) and container.items is not None and args:
@@ -217,6 +238,8 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
     if name in ("int", "float") and args:
         ok = any(isinstance(o, (Const, Sym, IntExpr)) for o in options(args[0]))
         return args[0] if ok else Unknown(name, taint)
+    if name in ("min", "max") and len(args) == 1 and isinstance(args[0], Seq):
+        return _extreme(name, args[0], taint)
     if name in ("min", "max") and args and all(isinstance(a, Const) for a in args):
         try:
             return Const((min if name == "min" else max)(a.value for a in args), taint)
@@ -245,6 +268,20 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         return Seq(None, "range", _range_empty(state, args), taint)
     if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
         return Seq(None, "list", None, taint)
+    return Unknown(name, taint)
+
+
+def _extreme(name: str, seq: Seq, taint) -> Value:
+    """``max(len(ids) for ids in wanted.values())``: over constants, the constant; over
+    alike elements (a comprehension's), the element, whose values are the maximum's."""
+    items = seq.items if seq.items is not None else None
+    if items and all(isinstance(i, Const) for i in items):
+        try:
+            return Const((min if name == "min" else max)(i.value for i in items), taint)
+        except Exception:
+            return Unknown(name, taint)
+    if items is None and seq.elem is not None and not seq.empty:
+        return seq.elem.with_taint(taint)
     return Unknown(name, taint)
 
 
