@@ -62,6 +62,7 @@ from warmlint.edits import InsertCall, NoFix, Rows
 from warmlint.facts import ALIGNED, BATCH_INPUT
 from warmlint.findings import Finding
 from warmlint.rule_api import Invalid, Valid
+from warmlint.specialization import length_of
 
 CODE = "WL004"
 NAME = "triton-specialization-gap"
@@ -260,12 +261,12 @@ def _derived_edits(gap, facts) -> list:
         values.append((cls, field, text))
     if not values:
         raise NoFix(f"{why}, and {left[0]}")
+    if any("." in name for _, (_, name), _ in values):  # a field of a field
+        raise NoFix(f"{why} that is not a per-request row field: warm one request per "
+                    "missing value by hand")
     owner = values[0][1][0]
     if owner not in facts.settings.request_params_classes:
         return _metadata_edits(gap, values, why)
-    if any("." in name for _, (_, name), _ in values):
-        raise NoFix(f"{why} that is not a per-request row field: warm one request per "
-                    "missing value by hand")
     values = [(cls, name, text) for cls, (_, name), text in values]
     reasons = []
     anchored = [c for c in gap.warm_calls if c.anchor is not None] if values else []
@@ -297,8 +298,9 @@ def _field_value(found: tuple, fix_values: dict) -> tuple:
     logprob_token_ids[])``) the ``fix-values`` entry ``len(CLASS.FIELD)`` (or
     ``len(FIELD)``) with N the length (``{0: [0] * N}``); None where there is none."""
     key, n = found
-    if key.startswith("len(") and key.endswith(")"):
-        owner, _, name = key[4:-1].removesuffix("[]").partition(".")
+    listed = length_of(key)
+    if listed is not None:
+        owner, _, name = listed.partition(".")
         template = fix_values.get(f"len({owner}.{name})") or fix_values.get(f"len({name})")
         text = re.sub(r"\bN\b", str(n), template) if template else None
         return (owner, name), text

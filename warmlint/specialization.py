@@ -185,29 +185,31 @@ def _base_range(expr: IntExpr, facts: dict, limits: dict) -> tuple:
     return (int(fact.lo) if fact.lo is not None and fact.lo >= 0 else 0), hi
 
 
+def length_of(key: str) -> str | None:
+    """The list field whose length the request integer ``key`` is
+    (``len(SamplingMetadata.logprob_token_ids[])``: ``SamplingMetadata.logprob_token_ids``),
+    or None for any other integer."""
+    if key.startswith("len(") and key.endswith(")"):
+        return key[4:-1].removesuffix("[]")
+    return None
+
+
 def limit_name(key: str) -> str:
     """The ``request-int-limits`` entry of a request integer: its field's name; a list
-    field's length (``len(SamplingMetadata.logprob_token_ids[])``) is limited by the list
-    field's own entry (``logprob_token_ids``)."""
-    if key.startswith("len(") and key.endswith(")"):
-        key = key[4:-1].removesuffix("[]")
-    return key.rsplit(".", 1)[-1]
+    field's length is limited by the list field's own entry (``logprob_token_ids``)."""
+    return (length_of(key) or key).rsplit(".", 1)[-1]
 
 
 def witness(value: Value, facts: dict, limits: dict, target: str | int) -> tuple | None:
     """(request field key, the smallest value of it within its range) for which a value
     computed from it (``IntExpr``) is ``target``: a constexpr's value (``"8"``) or a
     specialized int's class (``"% 16 == 0"``); None if none is."""
-    target = str(target)
-
-    def hits(n: int) -> bool:
-        got = ints.evaluate(expr, n)
-        return str(got) == target if target.lstrip("-").isdigit() else int_class(got) == target
-
+    target = str(target)  # a value's digits never spell a class, nor the reverse
     for expr in (o for o in options(value) if isinstance(o, IntExpr)):
         lo, hi = _base_range(expr, facts, limits)
         if hi is not None and hi - lo <= ints.MAX_BASE:
-            found = next((n for n in range(lo, int(hi) + 1) if hits(n)), None)
+            found = next((n for n in range(lo, int(hi) + 1) if target in (
+                str(got := ints.evaluate(expr, n)), int_class(got))), None)
             if found is not None:
                 return expr.base.key, found
     return None

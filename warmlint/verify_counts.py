@@ -20,17 +20,14 @@ def computed_missing(finding: dict, computed: dict, kind: str) -> bool:
     """A WL004 parameter computed from a request integer (``next_power_of_2(1 + n)``):
     predicted where the kind's count gives a missing value (or int class); a kind that
     does not set that integer (or an integer verify cannot evaluate) is not ruled out."""
-    from warmlint.interp.ints import evaluate  # pulls in the analysis: only here
+    from warmlint.interp.ints import apply  # pulls in the analysis: only here
     from warmlint.specialization import int_class
-    from warmlint.values import IntExpr, Sym
 
     parsed = parse_kind(kind, "v1")
     if COUNT_INPUTS.get(parsed.base) != computed.get("from") or parsed.n is None:
         return True
     try:
-        expr = IntExpr(Sym(computed["from"], "request", computed["from"]),
-                       tuple((op, arg) for op, arg in computed["ops"]))
-        value = evaluate(expr, parsed.n)
+        value = apply(computed["ops"], parsed.n)
     except (TypeError, ValueError, KeyError):
         return True
     missing = set(finding.get("extra", {}).get("missing", []))

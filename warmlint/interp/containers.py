@@ -78,32 +78,35 @@ class ContainerMixin:
             out.append((st, Seq(None, kind, empty, taint, elem)))
         return out
 
+    def _elt_values(self, node, st: State, item: Value) -> list | None:
+        """``elt`` of ``[elt for target in iterable]`` with ``target`` bound to ``item``, in
+        the comprehension's own scope (nothing it binds or writes leaks out); None for a
+        comprehension with a filter or an unpacking target."""
+        if node.for_in.ifs or not isinstance(node.for_in.target, cst.Name):
+            return None
+        return [v for _, v in self.eval(node.elt, self.assign(node.for_in.target, item,
+                                                              st.fork()))]
+
     def _items(self, node, st: State, iterable: Value) -> tuple | None:
-        """Each element of ``[elt for target in iterable]`` over a few known items, where
-        each evaluates to one value (in the comprehension's own scope)."""
+        """Each element of the comprehension over a few known items, where each evaluates
+        to one value."""
         if not (isinstance(iterable, Seq) and iterable.items is not None
-                and len(iterable.items) <= MAX_ITEMS and not node.for_in.ifs
-                and isinstance(node.for_in.target, cst.Name)):
+                and len(iterable.items) <= MAX_ITEMS):
             return None
         out = []
         for item in iterable.items:
-            values = [v for _, v in self.eval(node.elt, self.assign(node.for_in.target, item,
-                                                                     st.fork()))]
-            if len(values) != 1:
+            values = self._elt_values(node, st, item)
+            if values is None or len(values) != 1:
                 return None
             out.append(values[0])
         return tuple(out)
 
     def _element_value(self, node, st: State, iterable: Value) -> Value | None:
-        """What every element of ``[elt for target in iterable]`` is: ``elt`` evaluated
-        once with ``target`` an element of ``iterable`` (in the comprehension's own scope,
-        so nothing it binds or writes leaks out)."""
-        if node.for_in.ifs or not isinstance(node.for_in.target, cst.Name):
-            return None
+        """What every element of the comprehension is: ``elt`` evaluated once with
+        ``target`` an element of ``iterable``."""
         item = iterable.elem if isinstance(iterable, Seq) and iterable.elem is not None \
             else Unknown("element", iterable.taint)
-        scope = self.assign(node.for_in.target, item, st.fork())
-        values = [v for _, v in self.eval(node.elt, scope)]
+        values = self._elt_values(node, st, item)
         return join_all(values) if values else None
 
     def expr_ListComp(self, node, state):

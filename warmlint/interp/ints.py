@@ -32,7 +32,13 @@ def _fold(op: str, arg, n: int) -> int:
 
 
 def evaluate(expr: IntExpr, n: int) -> int:
-    for op, arg in expr.ops:
+    return apply(expr.ops, n)
+
+
+def apply(ops, n: int) -> int:
+    """``ops`` (an ``IntExpr``'s, or their JSON form: ``[["add", 1], ["np2", None]]``)
+    applied to the request integer's value ``n``."""
+    for op, arg in ops:
         n = _fold(op, arg, n)
     return n
 

@@ -239,7 +239,11 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         ok = any(isinstance(o, (Const, Sym, IntExpr)) for o in options(args[0]))
         return args[0] if ok else Unknown(name, taint)
     if name in ("min", "max") and len(args) == 1 and isinstance(args[0], Seq):
-        return _extreme(name, args[0], taint)
+        seq = args[0]  # `max(len(ids) for ids in wanted.values())`
+        if seq.items is None:  # alike elements (a comprehension's): the element's values
+            return seq.elem.with_taint(taint) if seq.elem is not None and not seq.empty \
+                else Unknown(name, taint)
+        args = list(seq.items)  # known items: as if passed one by one
     if name in ("min", "max") and args and all(isinstance(a, Const) for a in args):
         try:
             return Const((min if name == "min" else max)(a.value for a in args), taint)
@@ -268,20 +272,6 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         return Seq(None, "range", _range_empty(state, args), taint)
     if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
         return Seq(None, "list", None, taint)
-    return Unknown(name, taint)
-
-
-def _extreme(name: str, seq: Seq, taint) -> Value:
-    """``max(len(ids) for ids in wanted.values())``: over constants, the constant; over
-    alike elements (a comprehension's), the element, whose values are the maximum's."""
-    items = seq.items if seq.items is not None else None
-    if items and all(isinstance(i, Const) for i in items):
-        try:
-            return Const((min if name == "min" else max)(i.value for i in items), taint)
-        except Exception:
-            return Unknown(name, taint)
-    if items is None and seq.elem is not None and not seq.empty:
-        return seq.elem.with_taint(taint)
     return Unknown(name, taint)
 
 
