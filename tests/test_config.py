@@ -130,6 +130,10 @@ def test_config_command_without_a_file(tmp_path):
     ("select = 3", "'select' must be a list of strings"),
     ('assume = "x"', "'assume' must be a table"),
     ('max-configs = "many"', "'max-configs' must be an integer"),
+    # written into the warmup as is: a broken expression is a config error, not a crash
+    ('[tool.warmlint.fix-values]\n"len(logprob_token_ids)" = "{0: [0] * N"',
+     "'len(logprob_token_ids)' must be a string holding one Python expression"),
+    ("[tool.warmlint.fix-values]\nmax_num_logprobs = 1", "'max_num_logprobs' must be a string"),
 ])
 @pytest.mark.parametrize("command", ["check", "config"])
 def test_bad_config_is_one_line_exit_2(base, body, needle, command):

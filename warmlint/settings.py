@@ -231,8 +231,9 @@ def _table(value, name: str, where: str) -> dict:
         raise SettingsError(f"{where} must be a table; got {type(value).__name__}")
     allowed = TABLE_VALUES.get(name)
     for key, item in value.items():
-        if allowed is str and not isinstance(item, str):
-            raise SettingsError(f"{where}: '{key}' must be a string (Python source)")
+        if allowed is str and not _expression(item):
+            raise SettingsError(f"{where}: '{key}' must be a string holding one Python "
+                                f"expression (N: a list's length); got {item!r}")
         if allowed is int and (not isinstance(item, int) or isinstance(item, bool)
                                or not 0 <= item <= 1_000_000):
             raise SettingsError(f"{where}: '{key}' must be an integer from 0 to 1000000")
@@ -240,6 +241,17 @@ def _table(value, name: str, where: str) -> dict:
             raise SettingsError(f"{where}: '{key}' must be one of "
                                 f"{', '.join(map(repr, allowed))}; got {item!r}")
     return value
+
+
+def _expression(text) -> bool:
+    """A fix-values entry is written into the warmup as is: one expression, ``N`` standing
+    for a length in ``len(...)`` entries (``{0: [0] * N}``)."""
+    import ast
+
+    try:
+        return isinstance(text, str) and bool(ast.parse(text.strip(), mode="eval"))
+    except (SyntaxError, ValueError):
+        return False
 
 
 def _integer(value, name: str, where: str) -> int:
