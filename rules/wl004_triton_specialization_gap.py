@@ -6,7 +6,12 @@ request-dependent argument takes during the warmups with those serving can produ
 every value of a `tl.constexpr` parameter, and for a plain integer parameter whether it
 is 1, a multiple of 16, or neither (unless `do_not_specialize` /
 `do_not_specialize_on_alignment` says otherwise). It reports each parameter with a
-class serving reaches and no warmup compiled.
+class serving reaches and no warmup compiled, and each *combination* of a batch-size class
+with a flag or None-able pointer value that serving reaches and no warmup launched
+together, though each was warmed on its own (Triton's key is the whole tuple: vLLM
+0.21.0's fixed warmup compiled `TOPK_ENABLED=False` only at its full batch, and a
+top-p-only request of 37 rows recompiled `_topk_topp_kernel` for 2.2-4.9 s on the H200).
+Combinations of two request fields are not judged (`warmlint/key_pairs.py` says why).
 
 **Why it matters.** Triton compiles a kernel once per specialization key, so a request
 input that flows into a kernel argument is a dispatch branch hidden from the `if`
@@ -35,7 +40,8 @@ rows after each call that launched the kernel (N the smallest batch in the class
 path allows); for a value decided by request fields (`TOPK_ENABLED = k is not None`,
 `uniform_probs` None when `all_greedy`), the call again with those fields as a serving
 path producing the value has them (`top_k=None`, `all_greedy=True`), once per missing
-value. Each is guarded by the configs in which that warmup call launched the kernel.
+value; for a combination, the call again on the first N rows with those fields. Each is
+guarded by the configs in which that warmup call launched the kernel.
 A parameter computed from a request integer through arithmetic, `min`/`max`,
 `triton.next_power_of_2` and a tensor's column count (vLLM's `TOPK_BLOCK_SIZE =
 min(next_power_of_2(1 + logprobs), 1024)`; v1's `PADDED_TOPK = next_power_of_2(1 + the
@@ -68,6 +74,11 @@ CODE = "WL004"
 NAME = "triton-specialization-gap"
 SUMMARY = "Request input reaches a Triton specialization the warmups never compile"
 FIX_SAFETY = "safe (warmlint fix adds a warmup call per missing class or value)"
+PAIR_MESSAGE = ("Triton kernel `{kernel}` compiles one variant per combination of its "
+                "specialized arguments; the warmups compile `{param}` {value} only with "
+                "`{batch}` in {{{warmed}}}, but serving also produces it with {{{missing}}} "
+                "from {inputs}, so the first such request recompiles it; warm a batch in "
+                "that class taking {value}; configs: {configs}")
 MESSAGE = ("Triton kernel `{kernel}` compiles one variant per {what} `{param}`; the warmups "
            "compile only {{{warmed}}}{note}, but serving also produces {{{missing}}} from "
            "{inputs}, so the first such request recompiles it; {fix}; configs: {configs}")
@@ -143,11 +154,57 @@ class GPUModelRunner:
         self.sampler(hidden_states, SamplingMetadata(logprobs=5))
 '''
 
+_PAIR = '''
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@dataclass
+class SamplingMetadata:
+    top_k: torch.Tensor | None
+
+
+@triton.jit
+def _mask_kernel(LOGITS, N_ROWS, TOPK: tl.constexpr):
+    pass
+
+
+class Sampler(nn.Module):
+    def forward(self, logits, sampling_metadata):
+        topk = sampling_metadata.top_k is not None
+        if logits.shape[0] >= 8:
+            _mask_kernel[(8,)](logits, logits.shape[0], TOPK=topk){marker}
+        return logits
+
+
+class GPUModelRunner:
+    def __init__(self, vllm_config, device):
+        self.sampler = Sampler()
+
+    def _dummy_sampler_run(self, hidden_states: torch.Tensor):
+        num_reqs = hidden_states.shape[0]
+        metadata = SamplingMetadata(top_k=torch.ones(num_reqs))
+        self.sampler(hidden_states, metadata)
+        self.sampler(hidden_states, replace(metadata, top_k=None))
+        if num_reqs > 9:
+            self.sampler(hidden_states[:9], replace(metadata, top_k=metadata.top_k[:9])){extra}
+'''
+
 EXAMPLES = [
     Invalid(_DERIVED.format(block="triton.next_power_of_2(ids.shape[1])",
                             marker="  # expect: WL004"),
             note="BLOCK is next_power_of_2(1 + logprobs): the warmup's 5 compiles 8 only, "
                  "serving's 0..20 (request-int-limits) also 1, 2, 4, 16 and 32."),
+    Invalid(_PAIR.format(marker="  # expect: WL004", extra=""),
+            note="TOPK False and a 9-row batch (N_ROWS other) are each warmed, never together: "
+                 "Triton compiles per combination."),
+    Valid(_PAIR.format(marker="", extra="\n            self.sampler(hidden_states[:9], "
+                       "replace(metadata, top_k=None))"),
+          note="The warmup also runs 9 rows without top-k."),
     Valid(_DERIVED.format(block="triton.next_power_of_2(32)", marker=""),
           note="A constant block: one variant, warmed."),
     Invalid(_EXAMPLE.format(options="", marker="  # expect: WL004"),
@@ -166,6 +223,9 @@ def _fmt(classes) -> str:
 
 def check(facts):
     for gap in facts.specialization_gaps:
+        if gap.batch_param:
+            yield _pair_finding(gap)
+            continue
         param = gap.param
         configs, exact = gap.configs()
         pointer = (gap.warmed | gap.missing) <= {"tensor", "None"}
@@ -200,6 +260,29 @@ def check(facts):
         )
 
 
+def _pair_finding(gap):
+    """A value of a flag or pointer never launched together with a batch-size class,
+    each warmed on its own (``key_pairs``)."""
+    configs, exact = gap.configs()
+    name, param, batch, value = gap.kernel_name, gap.param, gap.batch_param, gap.pair_value
+    return Finding(
+        rule=CODE, name=NAME, path=gap.site.path, line=gap.site.line, col=gap.site.col,
+        function=gap.function, condition=f"{name}.{param}={value} x {batch}",
+        outcome=_fmt(gap.missing), inputs=sorted(gap.inputs),
+        sinks=gap.sinks, chain=gap.chain, warmups=gap.warmups, configs=configs,
+        message=PAIR_MESSAGE.format(kernel=name, param=param, value=value, batch=batch,
+                                    warmed=_fmt(gap.warmed), missing=_fmt(gap.missing),
+                                    inputs=", ".join(sorted(gap.inputs)),
+                                    configs=", ".join(configs) if configs else "all"),
+        extra={"kernel": gap.kernel, "parameter": param, "value": value,
+               "batch_parameter": batch, "constexpr": gap.constexpr,
+               "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
+               "identity": f"{gap.kernel}:{param}={value}:{batch}", "configs_exact": exact,
+               "paths": gap.paths, "runner": gap.runner},
+        subject=gap,
+    )
+
+
 def _computed(gap) -> dict:
     """How a derived parameter is computed from its request integer, for `warmlint
     verify` to tell which count a request kind needs: {"computed": {"from", "ops"}}."""
@@ -215,6 +298,8 @@ def fix(finding, facts):
     serving path producing the class has (``top_k=None``, ``all_greedy=True``); guarded by
     the configs in which that call launched the kernel."""
     gap = finding.subject
+    if gap.batch_param:
+        return _pair_edits(gap)
     if gap.derived:
         return _derived_edits(gap, facts)
     by_rows = gap.inputs == {BATCH_INPUT} and not gap.constexpr
@@ -236,6 +321,37 @@ def fix(finding, facts):
                     # configs (another warmup call launches the kernel there), the next
                     # round of `fix` sees it and adds that call.
                     break
+    if not edits:
+        raise NoFix(reasons[0] if reasons else "no warmup call that launches the kernel "
+                    "passes one request object by name")
+    return edits
+
+
+def _pair_edits(gap) -> list:
+    """Per missing batch class: the warmup call again on its first N rows (N the smallest
+    batch in the class) with the request fields a serving path producing the value has."""
+    from dataclasses import replace
+
+    edits, reasons = [], []
+    for cls in sorted(gap.missing):
+        rows = gap.smallest_batch(cls)
+        if rows is None:
+            reasons.append(f"no batch size in class {cls} reaches the launch")
+            continue
+        for call in (c for c in gap.warm_calls if c.anchor is not None):
+            value = _value_edit(gap, call, cls, reasons)
+            sliced = _rows_edit(gap, call, rows, cls) if value is not None else None
+            if sliced is None:
+                continue
+            changes = ", ".join(f"{k}={v}" for k, v in value.set_fields)
+            edits.append(replace(sliced, set_fields=value.set_fields,
+                                 names=tuple(dict.fromkeys(sliced.names + value.names)),
+                                 note=(f"Warm `{gap.kernel_name}` for a batch of {rows} rows "
+                                       f"({gap.batch_param} {cls}) with {changes} "
+                                       f"({gap.param} {gap.pair_value}): Triton compiles "
+                                       "one variant per combination (added by warmlint "
+                                       "fix).")))
+            break
     if not edits:
         raise NoFix(reasons[0] if reasons else "no warmup call that launches the kernel "
                     "passes one request object by name")

@@ -8,6 +8,7 @@ fixed tree reports only findings whose `fix.safe` is false, each with its reason
 from __future__ import annotations
 
 import json
+import re
 import shutil
 
 import pytest
@@ -54,8 +55,13 @@ def test_constexpr_values_are_warmed_once_each(tmp_path):
     text = (root / "vllm/v1/worker/gpu_model_runner.py").read_text()
     # `_mask_kernel`'s USE_K/USE_P flags are `k is not None` / `p is not None`: one call
     # without top-k and one without top-p after the plain warmup call, and the same two
-    # inside the seeded block (with FlashInfer on, only seeded requests reach the kernel).
-    assert text.count("top_k=None,") == 2 and text.count("top_p=None,") == 2
+    # inside the seeded block (with FlashInfer on, only seeded requests reach the kernel);
+    # then each again on the first 8 rows (N_ROWS other): Triton's key is the whole tuple,
+    # and the next round finds USE_K False never launched with a batch of that class.
+    assert text.count("top_k=None,") == 4 and text.count("top_p=None,") == 4
+    for name in ("top_k", "top_p"):
+        assert len(re.findall(name + r"=None,\s+temperature=dummy_metadata\.temperature\[:8\]",
+                              text)) == 2, name
 
 
 def test_sarif_says_why_a_finding_has_no_fix(tmp_path):

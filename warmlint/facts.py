@@ -199,6 +199,8 @@ class SpecializationGap:
         self.kernel = gap.kernel  # sink id
         self.kernel_name = sink_table.parse_id(gap.kernel)[1].rsplit(".", 1)[-1]
         self.param = gap.param
+        # a pair (key_pairs): ``param`` at ``pair_value`` x the batch parameter's classes
+        self.batch_param, self.pair_value = gap.batch_param, gap.pair_value
         self.site = hit.site  # the launch
         self.function = hit.stack[-1][1] if hit.stack else ""
         self.constexpr = gap.param in gap.sig.constexpr

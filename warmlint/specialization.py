@@ -247,6 +247,11 @@ class Gap:
     path_leaves: list = field(default_factory=list)  # leaf indices of each path
     # missing class -> [(leaf index, serving SinkHit)] producing it (fixes read its facts)
     missing_hits: dict = field(default_factory=dict)
+    # A pair (key_pairs): ``param`` at ``pair_value`` never launched together with the
+    # batch-size parameter ``batch_param`` in the classes ``missing``
+    batch_param: str = ""
+    pair_value: str = ""
+    pair_exact: set = field(default_factory=set)  # classes with a hit deciding the value
 
     @property
     def inputs(self) -> set:
@@ -293,6 +298,8 @@ def _warmed(hits: list, sig: KernelSignature, limits: dict) -> dict:
 
 
 def specialization_gaps(facts) -> list[Gap]:
+    from warmlint import key_pairs
+
     gaps: dict = {}
     limits = facts.settings.request_int_limits
     for program in facts.programs:
@@ -307,7 +314,10 @@ def specialization_gaps(facts) -> list[Gap]:
                     continue
                 warm_hits = [h for h in leaf.warm.hits if h.sink_id == kernel]
                 warmed = _warmed(warm_hits, sig, limits)
-                for hit in (h for h in serving if h.sink_id == kernel):
+                launches = [h for h in serving if h.sink_id == kernel]
+                key_pairs.add_pair_gaps(gaps, program, index, kernel, sig, warm_hits,
+                                        launches, limits)
+                for hit in launches:
                     for param, value in hit.args.items():
                         if param in sig.no_specialize or not value.taint.inputs:
                             continue

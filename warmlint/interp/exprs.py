@@ -8,7 +8,7 @@ import operator
 
 import libcst as cst
 
-from warmlint.interp import ints, tables
+from warmlint.interp import ints, shims, tables
 from warmlint.interp.containers import ContainerMixin, after_mutation, repeated
 from warmlint.interp.dispatch import handler_for
 from warmlint.joins import join_pairs
@@ -310,9 +310,12 @@ class ExprMixin(ContainerMixin):
                     out.append((st2, self.subscript(base, key, st2)))
             elif isinstance(base, Seq) and base.elem is not None:  # a slice of alike elements
                 out.append((st, Seq(None, base.kind, None, base.taint, base.elem)))
+            elif isinstance(base, Tensor):
+                cols = base.cols if len(node.slice) == 1 else None
+                out += [(st2, Tensor(rows, base.taint, cols=cols))
+                        for st2, rows in shims.head_rows(self, base, node.slice[0], st)]
             else:
-                out.append((st, Tensor(None, base.taint) if isinstance(base, Tensor)
-                            else Unknown("slice", base.taint)))
+                out.append((st, Unknown("slice", base.taint)))
         return out
 
     def subscript(self, base: Value, key: Value, st: State) -> Value:

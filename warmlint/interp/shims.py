@@ -8,6 +8,8 @@ Anything else returns an unknown value that keeps the taint of its inputs.
 
 from __future__ import annotations
 
+import libcst as cst
+
 from warmlint import sinks
 from warmlint.interp import ints, tables
 from warmlint.state import State, decide, eval_pred
@@ -192,6 +194,28 @@ def _tensor_method(method: str, tensor: Tensor, args, taint) -> Value:
 
 _SAME_SHAPE = {"to", "int", "long", "float", "half", "bfloat16", "contiguous", "clone",
                "detach", "cuda", "cpu"}
+
+
+def head_rows(interp, tensor: Tensor, element, state: State) -> list:
+    """[(state, rows of ``tensor[:n]``)]: ``n`` where the tensor is known to have at least
+    that many rows (a constant count, or a batch whose path facts say ``>= n``: a fix's
+    ``logits[:8]`` under ``num_reqs > 8``); None where the count is not known."""
+    cut = element.slice
+    if not isinstance(cut, cst.Slice) or cut.lower is not None or cut.step is not None \
+            or cut.upper is None:
+        return [(state, None)]
+    return [(st, _head(tensor.batch, n, st)) for st, n in interp.eval(cut.upper, state)]
+
+
+def _head(batch, n, st: State):
+    if not (isinstance(n, Const) and type(n.value) is int and n.value >= 0):
+        return None
+    if isinstance(batch, Const) and type(batch.value) is int:
+        return Const(min(batch.value, n.value))
+    fact = st.facts.get(batch.key) if isinstance(batch, Sym) and batch.is_int else None
+    if fact is not None and fact.lo is not None and fact.lo >= n.value:
+        return Const(n.value)
+    return None
 
 
 def shape_of(tensor: Tensor) -> Seq:
