@@ -134,6 +134,8 @@ def test_config_command_without_a_file(tmp_path):
     ('[tool.warmlint.fix-values]\n"len(logprob_token_ids)" = "{0: [0] * N"',
      "'len(logprob_token_ids)' must be a string holding one Python expression"),
     ("[tool.warmlint.fix-values]\nmax_num_logprobs = 1", "'max_num_logprobs' must be a string"),
+    ('exclusive-flags = ["all_greedy"]', "'exclusive-flags' must be a list of lists of two"),
+    ('extend-exclusive-flags = [["a"]]', "'extend-exclusive-flags' must be a list of lists"),
 ])
 @pytest.mark.parametrize("command", ["check", "config"])
 def test_bad_config_is_one_line_exit_2(base, body, needle, command):
@@ -150,3 +152,9 @@ def test_bad_assume_flag_is_one_line(base):
     proc = run_cli("check", "--assume", "NOEQUALS", str(base))
     assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
         "warmlint: error: --assume expects NAME=VALUE, got 'NOEQUALS'"]
+
+
+def test_exclusive_flags_extend_the_defaults(base):
+    _config(base, 'extend-exclusive-flags = [["use_a", "use_b", "use_c"]]')
+    out = json.loads(run_cli("config", str(base)).stdout)["settings"]
+    assert out["exclusive-flags"] == [["all_greedy", "all_random"], ["use_a", "use_b", "use_c"]]

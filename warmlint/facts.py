@@ -96,9 +96,11 @@ class Facts:
 
     @cached_property
     def specialization_gaps(self) -> list:
+        from warmlint.key_pairs import pair_gaps
         from warmlint.specialization import specialization_gaps
 
-        return [SpecializationGap(self, gap) for gap in specialization_gaps(self._analysis)]
+        gaps = specialization_gaps(self._analysis) + pair_gaps(self._analysis)
+        return [SpecializationGap(self, gap) for gap in gaps]
 
     @cached_property
     def warmup_calls(self) -> list:

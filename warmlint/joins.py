@@ -10,6 +10,7 @@ Joined facts are those true on both paths, so a join loses precision, never soun
 
 from __future__ import annotations
 
+from warmlint import guards
 from warmlint.state import State, SymFact, div_key
 from warmlint.values import ClassVal, Const, Func, Lambda, Obj, OneOf, TestOutcome, join
 
@@ -108,21 +109,32 @@ def join_pairs(pairs: list, keep_configs: bool = False, warm_over: int = 0) -> l
 
 
 def join_states(a: State, b: State) -> State:
-    env = _join_dicts(a.env, b.env)
+    env = _join_dicts(a.env, b.env, (a.facts, b.facts))
     shadows = a.shadows + tuple(s for s in b.shadows if s not in a.shadows)
     heap = _join_dicts(a.heap, b.heap)
     return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
                  _merge_facts(a.cfg, b.cfg), shadows, heap, a.crossed | b.crossed)
 
 
-def _join_dicts(a: dict, b: dict) -> dict:
+def _join_dicts(a: dict, b: dict, facts: tuple | None = None) -> dict:
     """Names of either side, values joined where both have one (``join`` keeps a value
-    both paths inherited as it is)."""
+    both paths inherited as it is). ``facts``: each side's path facts; an option only
+    one side had is guarded by that side's own facts (``guards.guard``)."""
     if a is b:
         return dict(a)
     out = dict(a)
+    sides = None
     for name, value in b.items():
-        out[name] = join(out[name], value) if name in out else value
+        if name not in out:
+            out[name] = value
+            continue
+        joined = join(out[name], value)
+        if facts is not None and type(joined) is OneOf:
+            if sides is None:
+                sides = guards.sides(*facts)
+            if sides:
+                joined = guards.guard(joined, out[name], value, sides)
+        out[name] = joined
     return out
 
 

@@ -26,11 +26,20 @@ from warmlint.serving import BATCH_INPUT
 from warmlint.values import IntExpr, options
 
 
-def add_pair_gaps(gaps: dict, program, index: int, kernel: str, sig, warm_hits: list,
-                  serving: list, limits: dict) -> None:
-    """Record in ``gaps`` (key -> specialization.Gap) the (parameter value, batch
-    class) pairs that ``serving`` hits of ``kernel`` in leaf ``index`` reach and no
-    warm hit launched together."""
+def pair_gaps(facts) -> list:
+    """``specialization.Gap``s of (parameter value, batch class) pairs that serving
+    launches reach and no warm launch made together, in key order."""
+    from warmlint.specialization import finish, launches
+
+    gaps: dict = {}
+    limits = facts.settings.request_int_limits
+    for program, index, kernel, sig, warm_hits, serving in launches(facts):
+        _add(gaps, program, index, kernel, sig, warm_hits, serving, limits)
+    return finish(gaps)
+
+
+def _add(gaps: dict, program, index: int, kernel: str, sig, warm_hits: list,
+         serving: list, limits: dict) -> None:
     from warmlint.specialization import Gap
 
     for batch in batch_params(sig, serving):

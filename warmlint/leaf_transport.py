@@ -102,20 +102,29 @@ class Transport:
             self.resolver.expression(text)
 
 
+_KINDS: dict = {}  # type -> "pf" (a parsed function), "node" (a CST node) or "" (plain)
+
+
 class _Pickler(pickle.Pickler):
     def __init__(self, file, transport: Transport):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.transport = transport
 
     def persistent_id(self, obj):
-        if isinstance(obj, ParsedFunction):
+        # Called for every object pickled: its type answers, once per type (CSTNode is an
+        # abstract class, and two isinstance checks per object were most of a leaf's dump)
+        kind = _KINDS.get(type(obj))
+        if kind is None:
+            kind = _KINDS[type(obj)] = ("pf" if isinstance(obj, ParsedFunction) else
+                                        "node" if isinstance(obj, cst.CSTNode) else "")
+        if not kind:
+            return None
+        if kind == "pf":
             return ("pf", obj.module, obj.qualname)
-        if isinstance(obj, cst.CSTNode):
-            address = self.transport._ids.get(id(obj))
-            if address is None:
-                raise Untransportable(f"a {type(obj).__name__} node of no known parse")
-            return ("node",) + address
-        return None
+        address = self.transport._ids.get(id(obj))
+        if address is None:
+            raise Untransportable(f"a {type(obj).__name__} node of no known parse")
+        return ("node",) + address
 
 
 class _Unpickler(pickle.Unpickler):

@@ -297,11 +297,9 @@ def _warmed(hits: list, sig: KernelSignature, limits: dict) -> dict:
     return warmed
 
 
-def specialization_gaps(facts) -> list[Gap]:
-    from warmlint import key_pairs
-
-    gaps: dict = {}
-    limits = facts.settings.request_int_limits
+def launches(facts):
+    """(program, leaf index, kernel sink id, signature, warm hits, serving hits) for each
+    leaf and each specializing kernel its warmups launch."""
     for program in facts.programs:
         for index, leaf in enumerate(program.leaves):
             serving = list(leaf.serving.warm_hits)
@@ -310,41 +308,50 @@ def specialization_gaps(facts) -> list[Gap]:
             for kernel in sorted({h.sink_id for h in leaf.warm.hits
                                   if sinks.kind_named(h.kind).specializes}):
                 sig = kernel_signature(facts.resolver, _kernel_ref(kernel))
-                if sig is None:
+                if sig is not None:
+                    yield (program, index, kernel, sig,
+                           [h for h in leaf.warm.hits if h.sink_id == kernel],
+                           [h for h in serving if h.sink_id == kernel])
+
+
+def specialization_gaps(facts) -> list[Gap]:
+    gaps: dict = {}
+    limits = facts.settings.request_int_limits
+    for program, index, kernel, sig, warm_hits, serving in launches(facts):
+        warmed = _warmed(warm_hits, sig, limits)
+        for hit in serving:
+            for param, value in hit.args.items():
+                if param in sig.no_specialize or not value.taint.inputs:
                     continue
-                warm_hits = [h for h in leaf.warm.hits if h.sink_id == kernel]
-                warmed = _warmed(warm_hits, sig, limits)
-                launches = [h for h in serving if h.sink_id == kernel]
-                key_pairs.add_pair_gaps(gaps, program, index, kernel, sig, warm_hits,
-                                        launches, limits)
-                for hit in launches:
-                    for param, value in hit.args.items():
-                        if param in sig.no_specialize or not value.taint.inputs:
-                            continue
-                        had = warmed.get(param)
-                        if had is not None and "tensor" in had:
-                            value = _as_pointer(value)
-                        got = classes_of(value, hit.facts, param not in sig.constexpr,
-                                         param not in sig.no_alignment, limits)
-                        if got is None or had is None or not (got - had):
-                            continue
-                        key = (program.runner, kernel, hit.site.key, param)
-                        gap = gaps.setdefault(key, Gap(program, kernel, param, hit, sig))
-                        gap.leaves.add(index)
-                        gap.missing |= got - had
-                        for cls in got - had:
-                            gap.missing_hits.setdefault(cls, []).append((index, hit))
-                        gap.warmed |= had
-                        named, tainted = direct_inputs(value)
-                        gap.named |= named
-                        gap.tainted |= tainted
-                        gap.cfgs.append(hit.cfg)
-                        path = request_facts(hit.facts)
-                        if path not in gap.paths:
-                            gap.paths.append(path)
-                            gap.path_leaves.append(set())
-                        gap.path_leaves[gap.paths.index(path)].add(index)
-                        gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
+                had = warmed.get(param)
+                if had is not None and "tensor" in had:
+                    value = _as_pointer(value)
+                got = classes_of(value, hit.facts, param not in sig.constexpr,
+                                 param not in sig.no_alignment, limits)
+                if got is None or had is None or not (got - had):
+                    continue
+                key = (program.runner, kernel, hit.site.key, param)
+                gap = gaps.setdefault(key, Gap(program, kernel, param, hit, sig))
+                gap.leaves.add(index)
+                gap.missing |= got - had
+                for cls in got - had:
+                    gap.missing_hits.setdefault(cls, []).append((index, hit))
+                gap.warmed |= had
+                named, tainted = direct_inputs(value)
+                gap.named |= named
+                gap.tainted |= tainted
+                gap.cfgs.append(hit.cfg)
+                path = request_facts(hit.facts)
+                if path not in gap.paths:
+                    gap.paths.append(path)
+                    gap.path_leaves.append(set())
+                gap.path_leaves[gap.paths.index(path)].add(index)
+                gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
+    return finish(gaps)
+
+
+def finish(gaps: dict) -> list[Gap]:
+    """The gaps in key order, each path with the configs it needs (``_path_configs``)."""
     for gap in gaps.values():
         _path_configs(gap)
     return [gaps[k] for k in sorted(gaps)]

@@ -242,6 +242,17 @@ class ConfigChoice(OneOf):
     keys: frozenset = frozenset()
 
 
+@dataclass(eq=False)
+class Guarded(OneOf):
+    """A join of two paths that knew different things about the request: each option
+    with the facts of the path it came from (``guards[i]``: ((sym key, SymFact), ...), or
+    () where both paths had it). A later read on a path whose facts contradict an
+    option's guard drops that option (``narrow``): vLLM's ``is_greedy = None if
+    all_greedy else ...`` is the tensor again past ``if all_greedy: return``."""
+
+    guards: tuple = ()
+
+
 MAX_OPTIONS = 4
 
 

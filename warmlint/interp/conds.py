@@ -17,7 +17,7 @@ import libcst as cst
 
 from warmlint import shadows
 from warmlint.interp.frames import BranchResult
-from warmlint.state import Divergence, State, decide
+from warmlint.state import Divergence, State, SymFact, decide, refine_fact
 from warmlint.config_leaves import PromoteConfig
 from warmlint.values import ConfigChoice, OneOf, Pred, Sym, Value
 
@@ -173,10 +173,13 @@ class CondMixin:
         return None
 
     def _refine(self, st: State, node, val: Value, outcome: bool) -> State | None:
-        if isinstance(val, Pred):
-            return st.refine(val, outcome)
         if isinstance(val, Sym):
-            return st.refine(Pred("truthy", val), outcome)
+            val = Pred("truthy", val)
+        if isinstance(val, Pred):
+            st = st.refine(val, outcome)
+            if val.op == "truthy" and outcome != val.negated and val.sym.kind == "request":
+                st = self._exclusive(st, val.sym.key)
+            return st
         name, test = _name_test(node)
         if name is not None and isinstance(st.env.get(name), OneOf):
             kept = [o for o in st.env[name].options if _option_passes(st, o, test) in (None, outcome)]
@@ -186,6 +189,18 @@ class CondMixin:
             new.env[name] = kept[0] if len(kept) == 1 else OneOf(tuple(kept), st.env[name].taint)
             return new
         return st
+
+    def _exclusive(self, st: State, key: str) -> State:
+        """``key`` is true: the flags ``exclusive-flags`` pairs it with are false."""
+        head, _, name = key.rpartition(".")
+        others = {f"{head}.{o}" if head else o for group in self.settings.exclusive_flags
+                  if name in group for o in group if o != name}
+        if not others:
+            return st
+        facts = dict(st.facts)
+        for other in others:
+            facts[other] = refine_fact(facts.get(other) or SymFact(), "truthy", None, False)
+        return st.evolve(facts=facts)
 
     # -- branch sites --------------------------------------------------------------------
     def branch(self, test, state: State, site_node, value: Value | None = None) -> list:

@@ -1,4 +1,4 @@
-"""Container displays and comprehensions: tuples, lists, sets, dicts, and what every
+"""Container displays, comprehensions and subscripts: tuples, lists, sets, dicts, and what every
 element of a comprehension is (``[p.seed is not None for p in params]``), for the
 expression evaluator (``exprs.py``)."""
 
@@ -6,12 +6,48 @@ from __future__ import annotations
 
 import libcst as cst
 
+from warmlint.interp import tables
 from warmlint.state import State, decide
-from warmlint.values import CLEAN, Builtin, Const, Dict, Seq, Unknown, Value, join_all, taint_of
+from warmlint.values import (
+    CLEAN, Builtin, Const, Dict, OneOf, RowIndex, Seq, Sym, Tensor, Unknown, Value, join,
+    join_all, taint_of,
+)
 
 
 class ContainerMixin:
     # -- containers -------------------------------------------------------------------------
+    def subscript(self, base: Value, key: Value, st: State) -> Value:
+        taint = base.taint | key.taint
+        if isinstance(base, Seq) and base.items is not None and isinstance(key, Const) \
+                and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
+            return base.items[key.value].with_taint(taint)
+        if isinstance(base, Seq) and base.items is None and base.elem is not None:
+            return base.elem.with_taint(taint)
+        if isinstance(base, Dict) and base.items is not None and isinstance(key, Const):
+            try:
+                if key.value in base.items:
+                    return base.items[key.value].with_taint(taint)
+            except TypeError:
+                pass
+        if isinstance(base, Tensor) and base.rows is not None:
+            # Which rows a batch selects is not what a row holds: the key's taint stays out.
+            elem = tables.element(st, base.rows).with_taint(base.taint)
+            if isinstance(key, (RowIndex, Const)) or (isinstance(key, Sym) and key.is_int):
+                return elem  # one request's row
+            return tables.derived(elem)  # the rows of some requests
+        if isinstance(base, Tensor):
+            return Tensor(None, taint)
+        if isinstance(base, OneOf):
+            vals = [self.subscript(o, key, st) for o in base.options]
+            result = vals[0]
+            for v in vals[1:]:
+                result = join(result, v)
+            return result.with_taint(taint)
+        if isinstance(base, Sym):
+            return Sym(f"{base.key}[{key.value if isinstance(key, Const) else '?'}]", base.kind,
+                       f"{base.label}[...]", taint)
+        return Unknown("item", taint)
+
     def _elements(self, node, state, kind):
         elts = [e for e in node.elements]
         if any(isinstance(e, cst.StarredElement) for e in elts):

@@ -8,14 +8,15 @@ import operator
 
 import libcst as cst
 
+from warmlint import guards
 from warmlint.interp import ints, shims, tables
 from warmlint.interp.containers import ContainerMixin, after_mutation, repeated
 from warmlint.interp.dispatch import handler_for
 from warmlint.joins import join_pairs
 from warmlint.state import State, decide
 from warmlint.values import (
-    Builtin, Const, Dict, External, Func, Lambda, OneOf, Pred, RowIndex, Seq, Sym, Tensor,
-    TestOutcome, Unknown, Value, join, options, same,
+    Builtin, Const, Dict, External, Func, Guarded, Lambda, OneOf, Pred, Seq, Sym,
+    Tensor, TestOutcome, Unknown, Value, join, options, same,
 )
 
 _BINOPS = {
@@ -69,7 +70,8 @@ class ExprMixin(ContainerMixin):
 
     def lookup(self, name: str, state: State) -> Value:
         if name in state.env:
-            return state.env[name]
+            value = state.env[name]
+            return guards.narrow(value, state.facts) if type(value) is Guarded else value
         frame = self.frame
         if frame.closure is not None and name in frame.closure:
             return frame.closure[name]
@@ -317,38 +319,6 @@ class ExprMixin(ContainerMixin):
             else:
                 out.append((st, Unknown("slice", base.taint)))
         return out
-
-    def subscript(self, base: Value, key: Value, st: State) -> Value:
-        taint = base.taint | key.taint
-        if isinstance(base, Seq) and base.items is not None and isinstance(key, Const) \
-                and isinstance(key.value, int) and -len(base.items) <= key.value < len(base.items):
-            return base.items[key.value].with_taint(taint)
-        if isinstance(base, Seq) and base.items is None and base.elem is not None:
-            return base.elem.with_taint(taint)
-        if isinstance(base, Dict) and base.items is not None and isinstance(key, Const):
-            try:
-                if key.value in base.items:
-                    return base.items[key.value].with_taint(taint)
-            except TypeError:
-                pass
-        if isinstance(base, Tensor) and base.rows is not None:
-            # Which rows a batch selects is not what a row holds: the key's taint stays out.
-            elem = tables.element(st, base.rows).with_taint(base.taint)
-            if isinstance(key, (RowIndex, Const)) or (isinstance(key, Sym) and key.is_int):
-                return elem  # one request's row
-            return tables.derived(elem)  # the rows of some requests
-        if isinstance(base, Tensor):
-            return Tensor(None, taint)
-        if isinstance(base, OneOf):
-            vals = [self.subscript(o, key, st) for o in base.options]
-            result = vals[0]
-            for v in vals[1:]:
-                result = join(result, v)
-            return result.with_taint(taint)
-        if isinstance(base, Sym):
-            return Sym(f"{base.key}[{key.value if isinstance(key, Const) else '?'}]", base.kind,
-                       f"{base.label}[...]", taint)
-        return Unknown("item", taint)
 
     def expr_Call(self, node: cst.Call, state):
         out = []
