@@ -5,6 +5,7 @@ row count of a tensor's head slice, which the pairs need to read a fix's 8-row c
 from __future__ import annotations
 
 import importlib
+import json
 
 import libcst as cst
 
@@ -85,3 +86,55 @@ def test_a_head_slice_keeps_its_row_count_where_it_is_known():
     assert _head(n, {"num_reqs": SymFact(lo=9)}) == [8]
     assert _head(n) == [None]  # fewer rows than 8 possible: unknown
     assert _head(Const(256), code="x[1:8]") == [None]
+
+
+UNJUDGED = '''
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@dataclass
+class SamplingMetadata:
+    rows: torch.Tensor
+
+
+@triton.jit
+def _rows_kernel(LOGITS, N_ROWS):
+    pass
+
+
+class Sampler(nn.Module):
+    def forward(self, logits, sampling_metadata):
+        picked = logits[sampling_metadata.rows]
+        _rows_kernel[(8,)](picked, picked.shape[0])
+        return logits
+
+
+class GPUModelRunner:
+    def __init__(self, vllm_config, device):
+        self.sampler = Sampler()
+
+    def _dummy_sampler_run(self, hidden_states: torch.Tensor):
+        self.sampler(hidden_states, SamplingMetadata(rows=torch.zeros(3)))
+'''
+
+
+def test_an_argument_whose_classes_cannot_be_told_is_counted_not_passed(tmp_path):
+    """Rows picked by a request's index tensor: their count is unknown on both sides, so
+    WL004 cannot judge N_ROWS; the run says so (summary line, JSON, SARIF)."""
+    path = tmp_path / RUNNER
+    path.parent.mkdir(parents=True)
+    path.write_text(UNJUDGED)
+    proc = run_cli("check", "--no-cache", "--format", "json", str(tmp_path))
+    report = json.loads(proc.stdout)
+    assert report["findings"] == [] and report["stats"]["complete"]
+    assert report["stats"]["unjudged"] == ["_rows_kernel.N_ROWS"]
+    assert "1 kernel argument not judged, see stats.unjudged" in proc.stderr
+    sarif = json.loads(run_cli("check", "--no-cache", "--format", "sarif",
+                               str(tmp_path)).stdout)
+    assert sarif["runs"][0]["invocations"][0]["properties"]["unjudged"] == [
+        "_rows_kernel.N_ROWS"]

@@ -230,7 +230,7 @@ def test_readme_commands_on_a_release_and_the_sample_output(tmp_path):
     results = _run_commands(tmp_path, network=True)
     real = results["warmlint check --vllm 0.20.0"]
     def timeless(line: str) -> str:
-        return re.sub(r", [\d.]+ s\)$", ", T s)", line)
+        return re.sub(r", [\d.]+ s([;)])", r", T s\1", line)
 
     shown = [timeless(x) for x in real.stdout.splitlines() + real.stderr.splitlines()]
     for sample in of_kind("output")[0][1].splitlines():

@@ -88,7 +88,8 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     configs = sum(len(p.leaves) for p in facts.programs)
     stats = {"files_parsed": len(tree.files_read), "functions_parsed": facts.functions_parsed,
              "warmups": [w.ref.dotted for w in facts.warmups], "configs": configs,
-             "configs_truncated": facts.truncated}
+             "configs_truncated": facts.truncated,
+             "unjudged": rule_facts.unjudged if settings.rule_enabled("WL004") else []}
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)

@@ -99,8 +99,17 @@ class Facts:
         from warmlint.key_pairs import pair_gaps
         from warmlint.specialization import specialization_gaps
 
-        gaps = specialization_gaps(self._analysis) + pair_gaps(self._analysis)
+        self._unjudged: set = set()
+        gaps = specialization_gaps(self._analysis, self._unjudged) + pair_gaps(self._analysis)
         return [SpecializationGap(self, gap) for gap in gaps]
+
+    @property
+    def unjudged(self) -> list:
+        """``kernel.param`` of each request-fed Triton argument whose specialization
+        classes the analysis cannot tell (a row count from the draft-token layout, a
+        buffer from a cache): WL004 says nothing about them either way."""
+        self.specialization_gaps  # noqa: B018 - computes them
+        return sorted(self._unjudged)
 
     @cached_property
     def warmup_calls(self) -> list:

@@ -314,7 +314,9 @@ def launches(facts):
                            [h for h in serving if h.sink_id == kernel])
 
 
-def specialization_gaps(facts) -> list[Gap]:
+def specialization_gaps(facts, unjudged: set | None = None) -> list[Gap]:
+    """The per-parameter gaps; ``unjudged`` collects ``kernel.param`` of each request-fed
+    argument whose classes (serving's or the warmups') cannot be told: not judged."""
     gaps: dict = {}
     limits = facts.settings.request_int_limits
     for program, index, kernel, sig, warm_hits, serving in launches(facts):
@@ -328,6 +330,8 @@ def specialization_gaps(facts) -> list[Gap]:
                     value = _as_pointer(value)
                 got = classes_of(value, hit.facts, param not in sig.constexpr,
                                  param not in sig.no_alignment, limits)
+                if (got is None or had is None) and unjudged is not None:
+                    unjudged.add(f"{kernel.rsplit('.', 1)[-1]}.{param}")
                 if got is None or had is None or not (got - had):
                     continue
                 key = (program.runner, kernel, hit.site.key, param)

@@ -101,5 +101,8 @@ def summary(report) -> str:
         parts += [f"{stats['baselined']} baselined",
                   _count(stats["baseline_stale"], "stale baseline entry",
                          "stale baseline entries")]
+    unjudged = len(stats.get("unjudged") or [])
     return (f"warmlint: {', '.join(parts)} ({stats.get('files_parsed', 0)} files, "
-            f"{stats.get('seconds', 0)} s)")
+            f"{stats.get('seconds', 0)} s"
+            + (f"; {_count(unjudged, 'kernel argument')} not judged, see stats.unjudged"
+               if unjudged else "") + ")")

@@ -133,7 +133,8 @@ def to_sarif(report) -> dict:
                          "toolExecutionNotifications": [_notification(e)
                                                         for e in report.errors],
                          "properties": {"complete": not report.incomplete,
-                                        "incomplete": report.incomplete}}],
+                                        "incomplete": report.incomplete,
+                                        "unjudged": report.stats.get("unjudged", [])}}],
         "results": [_result(f, index, rules) for f in report.findings],
         "columnKind": "unicodeCodePoints",
     }
