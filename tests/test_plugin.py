@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -100,6 +101,17 @@ def test_upgraded_warmup_seeds_exactly_where_needed(installed, monkeypatch, flas
     assert getattr(module.GPUModelRunner._dummy_sampler_run, "__warmlint__", False)
     seeded_needed = flashinfer and mode not in PROCESSED
     assert _warm(module, mode) == ([False, True] if seeded_needed else [False])
+
+
+def test_the_upgraded_warmup_logs_what_it_took(installed, caplog):
+    installed("base", True)
+    plugin.register()
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    assert _warm(module, "raw_logprobs") == [False, True]
+    [line] = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
+    assert re.fullmatch(r"warmlint plugin: the upgraded sampler warmup \(1 warmup call "
+                        r"added\) took \d+\.\d\d s", line), line
 
 
 def test_noop_when_the_warmup_already_seeds(installed, caplog):
