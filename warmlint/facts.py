@@ -97,10 +97,12 @@ class Facts:
     @cached_property
     def specialization_gaps(self) -> list:
         from warmlint.key_pairs import pair_gaps
-        from warmlint.specialization import specialization_gaps
+        from warmlint.specialization import launches, specialization_gaps
 
+        found = list(launches(self._analysis))  # signatures read once for both checks
         self._unjudged: set = set()
-        gaps = specialization_gaps(self._analysis, self._unjudged) + pair_gaps(self._analysis)
+        gaps = (specialization_gaps(self._analysis, found, self._unjudged)
+                + pair_gaps(self._analysis, found))
         return [SpecializationGap(self, gap) for gap in gaps]
 
     @property

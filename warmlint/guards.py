@@ -19,7 +19,7 @@ every value a real path can have.
 
 from __future__ import annotations
 
-from warmlint.state import _UNSET, SymFact
+from warmlint.state import _UNSET, SymFact, eval_pred
 from warmlint.values import Guarded, OneOf, Value, same
 
 MAX_KEYS = 4
@@ -71,10 +71,12 @@ def narrow(value: Guarded, facts: dict) -> Value:
 
 
 def _contradicts(now: SymFact | None, then: SymFact) -> bool:
+    """The path's fact decides one of the guard's definite parts the other way
+    (``state.eval_pred``: what the path knows, read as the branch tests read it)."""
     if now is None:
         return False
-    return ((now.none is not None and then.none is not None and now.none != then.none)
-            or (now.truthy is not None and then.truthy is not None
-                and now.truthy != then.truthy)
-            or (now.eq is not _UNSET and then.eq is not _UNSET
-                and type(now.eq) is type(then.eq) and now.eq != then.eq))
+    parts = [("is_none", None, then.none), ("truthy", None, then.truthy)]
+    if then.eq is not _UNSET:
+        parts.append(("eq", then.eq, True))
+    return any(expected is not None and eval_pred(now, op, const) not in (None, expected)
+               for op, const, expected in parts)

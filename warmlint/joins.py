@@ -123,19 +123,22 @@ def _join_dicts(a: dict, b: dict, facts: tuple | None = None) -> dict:
     if a is b:
         return dict(a)
     out = dict(a)
-    sides = None
+    sides = _UNTOLD  # each side's own facts, computed at the first value they guard
     for name, value in b.items():
         if name not in out:
             out[name] = value
             continue
         joined = join(out[name], value)
         if facts is not None and type(joined) is OneOf:
-            if sides is None:
+            if sides is _UNTOLD:
                 sides = guards.sides(*facts)
             if sides:
                 joined = guards.guard(joined, out[name], value, sides)
         out[name] = joined
     return out
+
+
+_UNTOLD = object()
 
 
 def _merge_facts(a: dict, b: dict) -> dict:

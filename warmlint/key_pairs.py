@@ -26,14 +26,15 @@ from warmlint.serving import BATCH_INPUT
 from warmlint.values import IntExpr, options
 
 
-def pair_gaps(facts) -> list:
+def pair_gaps(facts, found: list) -> list:
     """``specialization.Gap``s of (parameter value, batch class) pairs that serving
-    launches reach and no warm launch made together, in key order."""
-    from warmlint.specialization import finish, launches
+    launches reach and no warm launch made together, in key order; ``found``:
+    ``specialization.launches``."""
+    from warmlint.specialization import finish
 
     gaps: dict = {}
     limits = facts.settings.request_int_limits
-    for program, index, kernel, sig, warm_hits, serving in launches(facts):
+    for program, index, kernel, sig, warm_hits, serving in found:
         _add(gaps, program, index, kernel, sig, warm_hits, serving, limits)
     return finish(gaps)
 
@@ -61,7 +62,7 @@ def _add(gaps: dict, program, index: int, kernel: str, sig, warm_hits: list,
                     gap.warmed |= {c for v, c in warm if v == value}
                     gap.named |= _inputs(hit.args[param]) | {BATCH_INPUT}
                     gap.cfgs.append(hit.cfg)
-                    _add_path(gap, decided or hit, index)
+                    gap.add_path(decided or hit, index)
                     gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
 
 
@@ -81,13 +82,10 @@ def _inputs(value) -> set:
 
 
 def _classes(hit, param: str, sig, limits: dict, pointer: bool = False):
-    from warmlint.specialization import _as_pointer, classes_of
+    from warmlint.specialization import _as_pointer
 
     value = hit.args[param]
-    if pointer:
-        value = _as_pointer(value)
-    return classes_of(value, hit.facts, param not in sig.constexpr,
-                      param not in sig.no_alignment, limits)
+    return sig.classes(param, _as_pointer(value) if pointer else value, hit.facts, limits)
 
 
 def _warm_pairs(warm_hits: list, param: str, batch: str, sig, limits: dict) -> set | None:
@@ -151,13 +149,3 @@ def _add_hit(gap, cls: str, index: int, hit, exact: bool) -> None:
         hits.clear()
     if exact or cls not in gap.pair_exact:
         hits.append((index, hit))
-
-
-def _add_path(gap, hit, index: int) -> None:
-    from warmlint.specialization import request_facts
-
-    path = request_facts(hit.facts)
-    if path not in gap.paths:
-        gap.paths.append(path)
-        gap.path_leaves.append(set())
-    gap.path_leaves[gap.paths.index(path)].add(index)

@@ -200,7 +200,8 @@ def apply(settings: Settings, table: dict, origin: str) -> Settings:
         where = (f"--{key}" if origin == "command line"
                  else f"{origin}: '{'extend-' * extend}{key}'")
         if name == "exclusive_flags":
-            value = tuple(updates.get(name, current)) * extend + _groups(value, where)
+            kept = tuple(updates.get(name, current)) if extend else ()
+            value = kept + _groups(value, where)
         elif isinstance(current, tuple):
             value = _strings(value, name, where)
             value = tuple(updates.get(name, current)) + tuple(value) if extend else tuple(value)

@@ -30,6 +30,12 @@ class KernelSignature:
     no_alignment: set = field(default_factory=set)
     decorator: str = "triton.jit"
 
+    def classes(self, param: str, value: Value, facts: dict, limits: dict) -> set | None:
+        """``classes_of`` for an argument of this kernel: constexpr or specialized int, with
+        its alignment option."""
+        return classes_of(value, facts, param not in self.constexpr,
+                          param not in self.no_alignment, limits)
+
 
 def kernel_signature(resolver, ref) -> KernelSignature | None:
     parsed = resolver.parsed(ref)
@@ -258,6 +264,14 @@ class Gap:
         """Where the argument comes from: its own symbols if any path names them."""
         return self.named or self.tainted
 
+    def add_path(self, hit, index: int) -> None:
+        """Record the request facts of ``hit``'s path, and that leaf ``index`` has it."""
+        path = request_facts(hit.facts)
+        if path not in self.paths:
+            self.paths.append(path)
+            self.path_leaves.append(set())
+        self.path_leaves[self.paths.index(path)].add(index)
+
 
 def request_facts(facts: dict) -> dict:
     """{request input: "set" | "unset"} known on a path (for `warmlint verify`)."""
@@ -288,8 +302,7 @@ def _warmed(hits: list, sig: KernelSignature, limits: dict) -> dict:
     warmed: dict = {}
     for hit in hits:
         for param, value in hit.args.items():
-            got = classes_of(value, hit.facts, param not in sig.constexpr,
-                             param not in sig.no_alignment, limits)
+            got = sig.classes(param, value, hit.facts, limits)
             if got is None:
                 warmed[param] = None
             elif warmed.get(param, set()) is not None:
@@ -314,12 +327,13 @@ def launches(facts):
                            [h for h in serving if h.sink_id == kernel])
 
 
-def specialization_gaps(facts, unjudged: set | None = None) -> list[Gap]:
-    """The per-parameter gaps; ``unjudged`` collects ``kernel.param`` of each request-fed
-    argument whose classes (serving's or the warmups') cannot be told: not judged."""
+def specialization_gaps(facts, found: list, unjudged: set | None = None) -> list[Gap]:
+    """The per-parameter gaps over ``found`` (``launches``); ``unjudged`` collects
+    ``kernel.param`` of each request-fed argument whose classes (serving's or the
+    warmups') cannot be told: not judged."""
     gaps: dict = {}
     limits = facts.settings.request_int_limits
-    for program, index, kernel, sig, warm_hits, serving in launches(facts):
+    for program, index, kernel, sig, warm_hits, serving in found:
         warmed = _warmed(warm_hits, sig, limits)
         for hit in serving:
             for param, value in hit.args.items():
@@ -328,8 +342,7 @@ def specialization_gaps(facts, unjudged: set | None = None) -> list[Gap]:
                 had = warmed.get(param)
                 if had is not None and "tensor" in had:
                     value = _as_pointer(value)
-                got = classes_of(value, hit.facts, param not in sig.constexpr,
-                                 param not in sig.no_alignment, limits)
+                got = sig.classes(param, value, hit.facts, limits)
                 if (got is None or had is None) and unjudged is not None:
                     unjudged.add(f"{kernel.rsplit('.', 1)[-1]}.{param}")
                 if got is None or had is None or not (got - had):
@@ -345,11 +358,7 @@ def specialization_gaps(facts, unjudged: set | None = None) -> list[Gap]:
                 gap.named |= named
                 gap.tainted |= tainted
                 gap.cfgs.append(hit.cfg)
-                path = request_facts(hit.facts)
-                if path not in gap.paths:
-                    gap.paths.append(path)
-                    gap.path_leaves.append(set())
-                gap.path_leaves[gap.paths.index(path)].add(index)
+                gap.add_path(hit, index)
                 gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
     return finish(gaps)
 
