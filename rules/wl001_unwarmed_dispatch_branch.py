@@ -47,7 +47,7 @@ step.
 from __future__ import annotations
 
 from warmlint.edits import InsertCall, NoFix
-from warmlint.findings import Finding
+from warmlint.findings import Finding, canonical_paths
 from warmlint.rule_api import Invalid, Valid, sink_phrase
 from warmlint.rule_examples import SEEDED_CALL, seeded_sampler
 
@@ -96,7 +96,7 @@ def check(facts):
             extra={"outcomes": [o.id for o in cold.outcomes],
                    "literals": [[list(lit.inputs), lit.positive] for o in cold.outcomes
                                 for lit in o.literals],
-                   "paths": cold.paths, "configs_exact": exact,
+                   "paths": canonical_paths(cold.paths), "configs_exact": exact,
                    "runner": cold.runner},
             subject=cold,
         )

@@ -66,7 +66,8 @@ import re
 
 from warmlint.edits import InsertCall, NoFix, Rows
 from warmlint.facts import ALIGNED, BATCH_INPUT
-from warmlint.findings import Finding
+from warmlint.serving import is_row_count
+from warmlint.findings import Finding, canonical_paths
 from warmlint.rule_api import Invalid, Valid
 from warmlint.specialization import length_of
 
@@ -254,7 +255,7 @@ def check(facts):
             extra={"kernel": gap.kernel, "parameter": param, "constexpr": gap.constexpr,
                    "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
                    "identity": f"{gap.kernel}:{param}", "configs_exact": exact,
-                   "paths": gap.paths,
+                   "paths": canonical_paths(gap.paths),
                    "runner": gap.runner, **_computed(gap)},
             subject=gap,
         )
@@ -278,7 +279,7 @@ def _pair_finding(gap):
                "batch_parameter": batch, "constexpr": gap.constexpr,
                "warmed": sorted(gap.warmed), "missing": sorted(gap.missing),
                "identity": f"{gap.kernel}:{param}={value}:{batch}", "configs_exact": exact,
-               "paths": gap.paths, "runner": gap.runner},
+               "paths": canonical_paths(gap.paths), "runner": gap.runner},
         subject=gap,
     )
 
@@ -302,7 +303,8 @@ def fix(finding, facts):
         return _pair_edits(gap)
     if gap.derived:
         return _derived_edits(gap, facts)
-    by_rows = gap.inputs == {BATCH_INPUT} and not gap.constexpr
+    by_rows = bool(gap.inputs) and all(is_row_count(i) for i in gap.inputs) \
+        and not gap.constexpr
     edits, reasons = [], []
     for cls in sorted(gap.missing):
         rows = gap.smallest_batch(cls) if by_rows else None

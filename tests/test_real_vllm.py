@@ -66,7 +66,10 @@ def test_0_21_0_reports_triton_specialization_gaps():
             for f in report["findings"]}
     batch = gaps[("_topk_topp_kernel", "BATCH_SIZE")]
     assert batch["extra"]["warmed"] == ["% 16 == 0"] and batch["extra"]["missing"] == ["other"]
-    assert batch["inputs"] == ["batch size"]
+    # the speculative path's rows are its draft tokens (`logits[target_logits_indices]`):
+    # judged too, so the gap holds with and without speculative decoding
+    assert batch["inputs"] == ["batch size", "rows(SpecDecodeMetadata.target_logits_indices)"]
+    assert batch["configs"] == []
     assert gaps[("_topk_topp_kernel", "TOPK_ENABLED")]["extra"]["missing"] == ["False"]
     assert gaps[("_topk_topp_kernel", "TOPP_ENABLED")]["extra"]["missing"] == ["False"]
 

@@ -239,12 +239,18 @@ class SpecializationGap:
         return configs + [d.text() for d in sorted(common, key=lambda d: d.key)], exact
 
     def smallest_batch(self, cls: str) -> int | None:
-        """The smallest batch size in ``cls`` that the launch's path allows."""
+        """The smallest batch size in ``cls`` that the launch's path allows: a path whose
+        argument is the batch size itself, where there is one (a speculative path's rows
+        are its tokens, not requests; warming its class on a plain batch warms it too)."""
         from warmlint.serving import SERVING_BATCH
         from warmlint.specialization import smallest_in_class
         from warmlint.state import SymFact
 
-        return smallest_in_class(cls, self._gap.hit.facts.get(SERVING_BATCH.key) or SymFact())
+        hits = [h for _, h in self._gap.missing_hits.get(cls, [])] + [self._gap.hit]
+        own = [h for h in hits if any(getattr(o, "key", None) == SERVING_BATCH.key
+                                      for o in options(h.args.get(self.param)))]
+        hit = (own or hits)[0]
+        return smallest_in_class(cls, hit.facts.get(SERVING_BATCH.key) or SymFact())
 
     def request_changes(self, arg: RequestArgument, cls: str) -> list:
         """Like ``ColdBranch.request_changes``, for the serving paths that launch the kernel

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from dataclasses import dataclass, field, fields
+
+
+def canonical_paths(paths: list) -> list:
+    """A finding's request paths in one order (by their JSON), whatever order the
+    analysis met them in: call reuse and joins change the discovery order, not the set."""
+    return sorted(paths, key=lambda path: json.dumps(path, sort_keys=True))
 
 
 @dataclass

@@ -22,8 +22,8 @@ would be reported as gaps no request reaches. Values computed from a request int
 
 from __future__ import annotations
 
-from warmlint.serving import BATCH_INPUT
-from warmlint.values import IntExpr, options
+from warmlint.serving import BATCH_INPUT, is_row_count
+from warmlint.values import Const, IntExpr, Sym, options
 
 
 def pair_gaps(facts, found: list) -> list:
@@ -67,11 +67,25 @@ def _add(gaps: dict, program, index: int, kernel: str, sig, warm_hits: list,
 
 
 def batch_params(sig, hits: list) -> list:
-    """Specialized int parameters that follow the batch size alone on every serving hit."""
+    """Specialized int parameters that follow a row count alone (the batch size, a request
+    index's rows) on every serving hit where their value is told."""
     names = sorted({p for h in hits for p in h.args})
     return [p for p in names
             if p not in sig.constexpr and p not in sig.no_specialize
-            and all(_inputs(h.args[p]) == {BATCH_INPUT} for h in hits if p in h.args)]
+            and any(_told(h.args.get(p)) for h in hits)
+            and all(_is_rows(_inputs(h.args[p])) for h in hits
+                    if p in h.args and _told(h.args[p]))]
+
+
+def _told(value) -> bool:
+    """A value that says what it counts (a symbol); an unknown one (rows lost on the way:
+    `stats.unjudged`) neither makes nor unmakes a batch parameter."""
+    return value is not None and all(isinstance(o, (Sym, Const, IntExpr))
+                                     for o in options(value))
+
+
+def _is_rows(inputs: set) -> bool:
+    return bool(inputs) and all(is_row_count(i) for i in inputs)
 
 
 def _inputs(value) -> set:
@@ -108,7 +122,7 @@ def _missing(hit, param: str, batch: str, sig, limits: dict, warm: set) -> list:
         return []
     value = hit.args[param]
     inputs = _inputs(value)
-    if not value.taint.inputs or not inputs or BATCH_INPUT in inputs or any(
+    if not value.taint.inputs or not inputs or any(is_row_count(i) for i in inputs) or any(
             isinstance(o, IntExpr) for o in options(value)):
         return []
     warm_values = {v for v, _ in warm}

@@ -17,12 +17,21 @@ from warmlint.interp.frames import outcome_id
 from warmlint.joins import merge_states
 from warmlint.resolve import ClassRef
 from warmlint.state import State, SymFact, div_key
-from warmlint.values import Func, Obj, OneOf, RowIndex, Sym, Taint, Tensor, Unknown, Value, options
+from warmlint.values import (
+    ROWS_PREFIX, Func, Obj, OneOf, RowIndex, Sym, Taint, Tensor, Unknown, Value, options,
+)
 from warmlint.warmup import Entry, WarmupPass
 
 BATCH_INPUT = "batch size"
 SERVING_BATCH = Sym("batch", "request", "batch size (num_reqs)",
                     Taint(frozenset({BATCH_INPUT})), is_int=True)
+
+
+def is_row_count(name: str) -> bool:
+    """A request input that is a number of rows: the batch size, or the rows a request's
+    index tensor selects (``values.selected_rows``: the speculative path's tokens). A
+    kernel argument fed by these alone is warmed by a warmup call on fewer rows."""
+    return name == BATCH_INPUT or name.startswith(ROWS_PREFIX)
 
 
 @dataclass

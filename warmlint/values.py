@@ -110,6 +110,18 @@ class Tensor(Value):
     taint: Taint = CLEAN
     rows: Any = None  # interp.tables.Table: a per-request array whose rows are values
     cols: Value | None = None  # size of dim 1, where known (``logprob_token_ids.shape[1]``)
+    dtype: str | None = None  # element type where known (``"int32"``; interp/dtypes.py)
+
+
+def selected_rows(index: "Sym") -> "Sym":
+    """The number of rows a request's own index tensor selects (``logits[metadata.
+    target_logits_indices]``: the speculative path's draft tokens): a request integer,
+    counted like the batch size (``serving.is_row_count``)."""
+    return Sym(f"{ROWS_PREFIX}{index.key})", "request", f"rows selected by {index.label}",
+               index.taint, is_int=True)
+
+
+ROWS_PREFIX = "rows("
 
 
 @dataclass(eq=False)
@@ -142,6 +154,7 @@ class Seq(Value):
     empty: bool | None = None
     taint: Taint = CLEAN
     elem: Value | None = None
+    size: Value | None = None  # its length where known and ``items`` are not (``range(n)``)
 
 
 @dataclass(eq=False)
@@ -279,7 +292,7 @@ def same(a: Value, b: Value) -> bool:
     if isinstance(a, RowIndex):
         return True
     if isinstance(a, Tensor):
-        return _same_dim(a.batch, b.batch) and _same_dim(a.cols, b.cols)
+        return _same_dim(a.batch, b.batch) and _same_dim(a.cols, b.cols) and a.dtype == b.dtype
     if isinstance(a, IntExpr):
         return a.base.key == b.base.key and a.ops == b.ops
     if isinstance(a, Dict):
@@ -303,6 +316,12 @@ def join(a: Value, b: Value, extra: Taint = CLEAN) -> Value:
         taint = a.taint | b.taint
         return a if taint == a.taint and extra.empty else a.with_taint(taint | extra)
     taint = a.taint | b.taint | extra
+    if type(a) is Tensor and type(b) is Tensor and a.rows is b.rows \
+            and a.batch is not None and b.batch is not None:
+        # Rows counted differently on two paths (the batch, a speculative path's tokens):
+        # one tensor of unknown row count, so that what it flows into stays a tensor.
+        return Tensor(None, taint, a.rows, a.cols if _same_dim(a.cols, b.cols) else None,
+                      a.dtype if a.dtype == b.dtype else None)
     opts: list[Value] = []
     for v in options(a) + options(b):
         if not any(same(v, o) for o in opts):

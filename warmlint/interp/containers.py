@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import libcst as cst
 
-from warmlint.interp import tables
+from warmlint.interp import dtypes, tables
 from warmlint.state import State, decide
 from warmlint.values import (
     CLEAN, Builtin, Const, Dict, OneOf, RowIndex, Seq, Sym, Tensor, Unknown, Value, join,
-    join_all, taint_of,
+    join_all, selected_rows, taint_of,
 )
 
 
@@ -36,7 +36,9 @@ class ContainerMixin:
                 return elem  # one request's row
             return tables.derived(elem)  # the rows of some requests
         if isinstance(base, Tensor):
-            return Tensor(None, taint)
+            rows = index_rows(key)  # rows picked by an index keep their columns and type
+            return Tensor(rows, taint, cols=base.cols, dtype=base.dtype) if rows is not None \
+                else Tensor(None, taint)
         if isinstance(base, OneOf):
             vals = [self.subscript(o, key, st) for o in base.options]
             result = vals[0]
@@ -111,7 +113,9 @@ class ContainerMixin:
                 out.append((st, Seq(items, kind, not items, taint)))
                 continue
             elem = self._element_value(node, st, vals[0]) if len(iters) == 1 else None
-            out.append((st, Seq(None, kind, empty, taint, elem)))
+            size = vals[0].size if len(iters) == 1 and not node.for_in.ifs \
+                and isinstance(vals[0], Seq) else None
+            out.append((st, Seq(None, kind, empty, taint, elem, size)))
         return out
 
     def _elt_values(self, node, st: State, item: Value) -> list | None:
@@ -156,6 +160,42 @@ class ContainerMixin:
 
     def expr_DictComp(self, node, state):
         return self._comprehension(node, state, "dict")
+
+
+def index_rows(key: Value) -> Value | None:
+    """How many rows ``tensor[key]`` has, where that is known: as many as an integer index
+    tensor has (``logits[target_logits_indices]``, the warmup's ``torch.zeros(n,
+    dtype=torch.int32)``: n); a request's own index tensor selects a request-dependent
+    count (``values.selected_rows``); a mask or a tensor of unknown type, None."""
+    if isinstance(key, Tensor) and dtypes.is_integer(key.dtype):
+        return key.batch
+    if isinstance(key, Sym) and key.kind == "request" and not key.is_int:
+        return selected_rows(key)
+    return None
+
+
+def count(n: Value) -> Value | None:
+    """``n`` as a length: a non-negative constant or an integer symbol."""
+    if isinstance(n, Const) and type(n.value) is int:
+        return Const(max(n.value, 0))
+    return n if isinstance(n, Sym) and n.is_int else None
+
+
+def flattened(seqs: Seq, start: Value) -> Value | None:
+    """``sum(lists, [])``: the lists joined, where each is known (items), or where they
+    are alike lists of one item each (``[[0] for _ in range(n)]``: n items)."""
+    if not (isinstance(start, Seq) and start.items == () and start.kind == "list"):
+        return None
+    taint = seqs.taint | start.taint
+    if seqs.items is not None and all(isinstance(s, Seq) and s.items is not None
+                                      for s in seqs.items):
+        items = tuple(i for s in seqs.items for i in s.items)
+        return Seq(items, "list", not items, taint) if len(items) <= MAX_REPEAT else None
+    inner = seqs.elem
+    if seqs.items is None and isinstance(inner, Seq) and inner.items is not None \
+            and len(inner.items) == 1 and seqs.size is not None:
+        return Seq(None, "list", seqs.empty, taint, inner.items[0], seqs.size)
+    return None
 
 
 MAX_ITEMS = 16  # a comprehension over more known items is one alike element

@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import ints, tables
+from warmlint.interp import containers, dtypes, ints, tables
 from warmlint.state import State, decide, eval_pred
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, IntExpr, Obj, OneOf, Seq, Sym, Tensor,
@@ -106,7 +106,9 @@ def _array_call(leaf: str, args, kwargs, state: State) -> Value | None:
         rows = tables.new(elem) if elem is not None else None
         taint = taint_of(*args, *kwargs.values()) if leaf in _SHAPE_MAKERS else taint_of(*args)
         cols = _shape_cols(args) if leaf in ("empty", "zeros", "ones", "rand", "randn") else None
-        return Tensor(batch, taint, rows, cols)
+        like = args[0] if leaf in _LIKE_MAKERS and args and isinstance(args[0], Tensor) \
+            else None
+        return Tensor(batch, taint, rows, cols, dtypes.of_maker(leaf, list(args), kwargs, like))
     if leaf in _REDUCTIONS and args:
         return tables.reduce(_REDUCTIONS[leaf], args[0], state)
     if leaf == "topk" and args and isinstance(args[0], Tensor):  # k columns per row
@@ -167,8 +169,12 @@ def _tensor_method_call(method: str, tensor: Tensor, args, kwargs, state: State,
         if method in _REDUCTIONS or method == "item":
             return [(state, tables.reduce(_REDUCTIONS.get(method, method), tensor, state))]
         if method in tables.ALIASES:
-            return [(state, Tensor(tensor.batch, tensor.taint | taint, table, tensor.cols))]
-    return [(state, _tensor_method(method, tensor, args, taint))]
+            return [(state, Tensor(tensor.batch, tensor.taint | taint, table, tensor.cols,
+                                   tensor.dtype))]
+    result = _tensor_method(method, tensor, args, taint)
+    if isinstance(result, Tensor):
+        result.dtype = dtypes.of_method(method, tensor, list(args), kwargs)
+    return [(state, result)]
 
 
 def _tensor_method(method: str, tensor: Tensor, args, taint) -> Value:
@@ -253,6 +259,8 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
             return Const(len(arg.items), taint)
         if isinstance(arg, (Seq, Dict)) and arg.empty:
             return Const(0, taint)
+        if isinstance(arg, Seq) and arg.size is not None:  # `len([... for _ in range(n)])`
+            return arg.size.with_taint(taint)
         if isinstance(arg, Sym):
             return Sym(f"len({arg.key})", arg.kind, f"len({arg.label})", taint, is_int=True)
         return Unknown("len", taint)
@@ -293,7 +301,12 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
     if name in ("dict",) and not args:
         return Dict(dict(kwargs), not kwargs, taint)
     if name == "range" and args:
-        return Seq(None, "range", _range_empty(state, args), taint)
+        return Seq(None, "range", _range_empty(state, args), taint,
+                   size=containers.count(args[0]) if len(args) == 1 else None)
+    if name == "sum" and len(args) == 2 and isinstance(args[0], Seq):
+        flat = containers.flattened(args[0], args[1])  # `sum(draft_token_ids, [])`
+        if flat is not None:
+            return flat
     if name in ("range", "zip", "enumerate", "reversed", "map", "filter", "iter"):
         return Seq(None, "list", None, taint)
     return Unknown(name, taint)
