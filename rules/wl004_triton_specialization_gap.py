@@ -53,7 +53,10 @@ produces it: where the field is a per-request row (model runner v2:
 `SamplingParams.logprobs`, filled by `add_request`), every row asks for it (`logprobs=8`
 for a block of 16) and the warmup's sampler call runs again; a v1 metadata field is set
 on the warmup call (`logprob_token_ids={0: [0] * 8}`, built from the `fix-values` entry
-`len(SamplingMetadata.logprob_token_ids)`). Pointer dtypes are not modeled.
+`len(SamplingMetadata.logprob_token_ids)`). A pointer's element type is part of the key
+where both sides say it: the warmup's tensors where the code writes the type, serving's
+request fields where the code building the request does (`InputBatch.top_k`: int32);
+`warmlint fix` adds the call again with the field converted (`top_k=...to(torch.int32)`).
 
 **Fix safety.** Safe for the warmup calls (start-up only, dummy data, no copy); each
 costs one sampler step and one Triton compile at start-up. `do_not_specialize` is never
@@ -64,12 +67,14 @@ from __future__ import annotations
 
 import re
 
-from warmlint.edits import InsertCall, NoFix, Rows
+from warmlint.edits import BASE, InsertCall, NoFix, Rows
 from warmlint.facts import ALIGNED, BATCH_INPUT
+from warmlint.pointer_types import typed
 from warmlint.serving import is_row_count
 from warmlint.findings import Finding, canonical_paths
 from warmlint.rule_api import Invalid, Valid
 from warmlint.specialization import length_of
+from warmlint.values import Tensor
 
 CODE = "WL004"
 NAME = "triton-specialization-gap"
@@ -116,6 +121,49 @@ class GPUModelRunner:
 
     def _dummy_sampler_run(self, hidden_states: torch.Tensor):
         self.sampler(hidden_states, SamplingMetadata(top_k=None))
+'''
+
+_TYPED = '''
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@dataclass
+class SamplingMetadata:
+    top_k: torch.Tensor | None
+
+
+@triton.jit
+def _expand_kernel(OUT, TOP_K, N: tl.constexpr):
+    pass
+
+
+class Sampler(nn.Module):
+    def forward(self, logits, sampling_metadata):
+        if sampling_metadata.top_k is not None:
+            _expand_kernel[(8,)](logits, sampling_metadata.top_k, N=8){marker}
+        return logits
+
+
+class InputBatch:
+    def __init__(self, max_num_reqs):
+        self.top_k = torch.empty((max_num_reqs,), dtype=torch.int32)
+
+    def make_sampling_metadata(self, num_reqs):
+        return SamplingMetadata(top_k=self.top_k[:num_reqs])
+
+
+class GPUModelRunner:
+    def __init__(self, vllm_config, device):
+        self.sampler = Sampler()
+
+    def _dummy_sampler_run(self, hidden_states: torch.Tensor):
+        top_k = torch.full((hidden_states.size(0),), hidden_states.size(1) - 1{dtype})
+        self.sampler(hidden_states, SamplingMetadata(top_k=top_k))
 '''
 
 _DERIVED = '''
@@ -196,6 +244,11 @@ class GPUModelRunner:
 '''
 
 EXAMPLES = [
+    Invalid(_TYPED.format(dtype="", marker="  # expect: WL004"),
+            note="The warmup's top_k is int64 (torch.full of an int), serving's int32 "
+                 "(InputBatch): Triton compiles one variant per pointer element type."),
+    Valid(_TYPED.format(dtype=", dtype=torch.int32", marker=""),
+          note="The warmup's top_k has serving's type."),
     Invalid(_DERIVED.format(block="triton.next_power_of_2(ids.shape[1])",
                             marker="  # expect: WL004"),
             note="BLOCK is next_power_of_2(1 + logprobs): the warmup's 5 compiles 8 only, "
@@ -229,8 +282,10 @@ def check(facts):
             continue
         param = gap.param
         configs, exact = gap.configs()
-        pointer = (gap.warmed | gap.missing) <= {"tensor", "None"}
+        pointer = all(c == "None" or c.startswith("tensor") for c in gap.warmed | gap.missing)
         what = ("value of the tl.constexpr" if gap.constexpr else
+                "element type (Triton specializes pointer types) of the argument"
+                if any(typed(c) for c in gap.missing) else
                 "None-ness (Triton specializes None arguments) of the argument" if pointer else
                 "class (== 1, % 16 == 0, other) of the int parameter")
         note = ""
@@ -315,7 +370,7 @@ def fix(finding, facts):
             if call.anchor is None:
                 continue
             edit = (_rows_edit(gap, call, rows, cls) if by_rows else
-                    _value_edit(gap, call, cls, reasons))
+                    _dtype_edit(gap, call, cls) or _value_edit(gap, call, cls, reasons))
             if edit is not None:
                 edits.append(edit)
                 if not by_rows:
@@ -462,6 +517,25 @@ def _rows_edit(gap, call, rows: int, cls: str):
     return InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
                       rows=Rows(rows, call.per_row_arguments, arg.per_row_fields),
                       guard=guard, note=note, names=names)
+
+
+def _dtype_edit(gap, call, cls: str):
+    """A pointer's element type that a request field has in serving (int32 ``top_k``):
+    the call again with that field converted (``top_k=metadata.top_k.to(torch.int32)``),
+    where the warmup's own value of it is a tensor."""
+    dtype = typed(cls)
+    for owner, name in gap.typed_fields(cls) if dtype else ():
+        arg = call.request_argument({owner})
+        if arg is None or not isinstance(arg.values.get(name), Tensor):
+            continue
+        guard, names = _guarded(gap, call)
+        return InsertCall(call.path, call.function, call.anchor, call.code, arg.key,
+                          set_fields=((name, f"{BASE}.{name}.to(torch.{dtype})"),),
+                          guard=guard, names=names + ("torch",),
+                          note=(f"Warm `{gap.kernel_name}` with {gap.param} of element "
+                                f"type {dtype}, as serving's {name} has: Triton compiles one "
+                                "variant per pointer element type (added by warmlint fix)."))
+    return None
 
 
 def _value_edit(gap, call, cls: str, reasons: list):

@@ -165,7 +165,7 @@ def test_the_first_command_works_on_a_fresh_machine(tmp_path, repo_snapshot):
     link_releases("0.20.0")
     proc = _bash(f"{venv}\n{first} || test $? -eq 1", where)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "WL001" in proc.stdout and "warmlint: 10 findings" in proc.stderr
+    assert "WL001" in proc.stdout and "warmlint: 11 findings" in proc.stderr
 
 
 # -- the commands, in the order a reader runs them ----------------------------------------
@@ -242,7 +242,7 @@ def test_readme_commands_on_a_release_and_the_sample_output(tmp_path):
     assert pinned and results[pinned[0]].stdout.count("\n") < default
     fixed = results["warmlint check fixed-0.20.0"]
     assert "topk_topp_sampler.py:126:9: WL001" not in fixed.stdout  # the seeded gap is fixed
-    assert " (49 files, " in fixed.stderr  # the whole program, not the one changed file
+    assert " (59 files, " in fixed.stderr  # the whole program, not the one changed file
 
 
 # -- snippets -------------------------------------------------------------------------------

@@ -43,6 +43,11 @@ class Rows:
     fields: tuple = ()  # per-row fields of the request object
 
 
+# In a ``set_fields`` value: the request object the call passes (``{base}.top_k.to(...)``),
+# spelled by the codemod as the call spells it.
+BASE = "{base}"
+
+
 @dataclass(frozen=True)
 class InsertCall:
     path: str  # file, relative to the root
@@ -82,7 +87,8 @@ class InsertCall:
             parts = [f"fill every row with `{self.fill.replace}({self.fill.base}, {changed})` "
                      f"and call `{call.replace(' )', ')')}` again"]
         elif self.set_fields:
-            parts.append("with " + ", ".join(f"{k}={v}" for k, v in self.set_fields))
+            parts.append("with " + ", ".join(f"{k}={v.replace(BASE + '.', '')}"
+                                             for k, v in self.set_fields))
         if self.rows:
             parts.append(f"on its first {self.rows.count} rows")
         if self.guard:

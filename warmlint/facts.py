@@ -238,6 +238,14 @@ class SpecializationGap:
         common = set.intersection(*(set(facts_as_decisions(c)) for c in gap.cfgs))
         return configs + [d.text() for d in sorted(common, key=lambda d: d.key)], exact
 
+    def typed_fields(self, cls: str) -> list:
+        """[(owner class, field)]: the request fields passed where serving produces the
+        typed pointer class ``cls`` (``SamplingMetadata.top_k`` for "tensor int32")."""
+        from warmlint.pointer_types import request_field
+
+        return sorted({tuple(o.key.split(".")) for _, h in self._gap.missing_hits.get(cls, [])
+                       for o in options(h.args.get(self.param)) if request_field(o)})
+
     def smallest_batch(self, cls: str) -> int | None:
         """The smallest batch size in ``cls`` that the launch's path allows: a path whose
         argument is the batch size itself, where there is one (a speculative path's rows

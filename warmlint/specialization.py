@@ -10,6 +10,7 @@ parameter is listed in ``do_not_specialize`` (no classes) or
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 
 import libcst as cst
@@ -331,18 +332,26 @@ def specialization_gaps(facts, found: list, unjudged: set | None = None) -> list
     """The per-parameter gaps over ``found`` (``launches``); ``unjudged`` collects
     ``kernel.param`` of each request-fed argument whose classes (serving's or the
     warmups') cannot be told: not judged."""
+    from warmlint.field_dtypes import FieldTypes
+    from warmlint.pointer_types import typed_classes
+
     gaps: dict = {}
     limits = facts.settings.request_int_limits
+    types = FieldTypes(facts.tree, facts.warmups)
     for program, index, kernel, sig, warm_hits, serving in found:
         warmed = _warmed(warm_hits, sig, limits)
+        field_type = functools.partial(types.get, program.runner)
         for hit in serving:
             for param, value in hit.args.items():
                 if param in sig.no_specialize or not value.taint.inputs:
                     continue
                 had = warmed.get(param)
+                got = None
                 if had is not None and "tensor" in had:
                     value = _as_pointer(value)
-                got = sig.classes(param, value, hit.facts, limits)
+                    had, got = typed_classes(param, warm_hits, value, field_type) \
+                        or (had, None)
+                got = got or sig.classes(param, value, hit.facts, limits)
                 if (got is None or had is None) and unjudged is not None:
                     unjudged.add(f"{kernel.rsplit('.', 1)[-1]}.{param}")
                 if got is None or had is None or not (got - had):

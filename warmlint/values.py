@@ -65,10 +65,13 @@ class TestOutcome(Const):
 
 @dataclass(eq=False)
 class Unknown(Value):
-    """Nothing known. ``hint`` is the source text it came from, for messages."""
+    """Nothing known. ``hint`` is the source text it came from, for messages; ``is_int``:
+    known to be a Python int (a tensor's size, arithmetic on ints), so that
+    ``torch.full(shape, n)`` is known to make int64 (``interp/dtypes.py``)."""
 
     hint: str = ""
     taint: Taint = CLEAN
+    is_int: bool = False
 
 
 _SYM_IDS = itertools.count()

@@ -17,7 +17,7 @@ from libcst.codemod import CodemodContext, VisitorBasedCodemodCommand
 
 from warmlint.codemod.anchors import at, insert_after
 from warmlint.codemod.imports import add_from_import, add_import
-from warmlint.edits import InsertCall, ReplaceExpression
+from warmlint.edits import BASE, InsertCall, ReplaceExpression
 
 LINE = 88  # vLLM's ruff line length
 
@@ -243,8 +243,15 @@ class ApplyEdits(VisitorBasedCodemodCommand):
                 and all(a.keyword is not None for a in node.args[1:]):
             base = _code(node.args[0].value)  # already replace(base, k=v): extend it
             overrides = [(a.keyword.value, _code(a.value)) for a in node.args[1:] if a.keyword]
+        spelled = dict(overrides)  # a field the call spells out: read it where it is
+        if isinstance(node, cst.Call) and not spelled:
+            spelled = {a.keyword.value: _code(a.value) for a in node.args if a.keyword}
         for name, value in edit.set_fields:
-            overrides = [o for o in overrides if o[0] != name] + [(name, value)]
+            own = spelled.get(name)
+            value = value.replace(f"{BASE}.{name}", own if own and own.isidentifier()
+                                  else f"({own})" if own else f"{BASE}.{name}")
+            overrides = [o for o in overrides if o[0] != name] + [(name,
+                                                                   value.replace(BASE, base))]
         if edit.rows:
             taken = {name for name, _ in overrides}
             overrides += [(f, f"{base}.{f}[:{edit.rows.count}]") for f in edit.rows.fields

@@ -9,7 +9,7 @@ import operator
 import libcst as cst
 
 from warmlint import guards
-from warmlint.interp import ints, shims, tables
+from warmlint.interp import dtypes, ints, shims, tables
 from warmlint.interp.containers import ContainerMixin, after_mutation, repeated
 from warmlint.interp.dispatch import handler_for
 from warmlint.joins import join_pairs
@@ -28,6 +28,8 @@ _BINOPS = {
     cst.MultiplyAssign: operator.mul, cst.FloorDivideAssign: operator.floordiv,
     cst.BitOrAssign: operator.or_, cst.BitAndAssign: operator.and_,
 }
+_INT_OPS = (cst.Add, cst.Subtract, cst.Multiply, cst.FloorDivide, cst.Modulo,
+            cst.AddAssign, cst.SubtractAssign, cst.MultiplyAssign, cst.FloorDivideAssign)
 _CMP = {cst.Equal: "eq", cst.NotEqual: "ne", cst.LessThan: "lt", cst.LessThanEqual: "le",
         cst.GreaterThan: "gt", cst.GreaterThanEqual: "ge", cst.Is: "is", cst.IsNot: "isnot",
         cst.In: "in", cst.NotIn: "notin"}
@@ -130,6 +132,8 @@ class ExprMixin(ContainerMixin):
                 return Tensor(side.batch, taint)
         derived = ints.add(a, b) if isinstance(op, cst.Add) else (  # `1 + num_logprobs`
             repeated(a, b) or repeated(b, a) if isinstance(op, cst.Multiply) else None)
+        if derived is None and isinstance(op, _INT_OPS) and dtypes.is_int(a) and dtypes.is_int(b):
+            return Unknown("", taint, True)  # `logits.size(1) - 1`: still an int
         return derived if derived is not None else Unknown("", taint)
 
     def expr_UnaryOperation(self, node, state):

@@ -170,7 +170,7 @@ def _tensor_method_call(method: str, tensor: Tensor, args, kwargs, state: State,
             return [(state, tables.reduce(_REDUCTIONS.get(method, method), tensor, state))]
         if method in tables.ALIASES:
             return [(state, Tensor(tensor.batch, tensor.taint | taint, table, tensor.cols,
-                                   tensor.dtype))]
+                                   dtypes.of_method(method, tensor, list(args), kwargs)))]
     result = _tensor_method(method, tensor, args, taint)
     if isinstance(result, Tensor):
         result.dtype = dtypes.of_method(method, tensor, list(args), kwargs)
@@ -182,10 +182,10 @@ def _tensor_method(method: str, tensor: Tensor, args, taint) -> Value:
     if method == "size":
         if args and isinstance(args[0], Const) and args[0].value in (0, 1):
             dim = tensor.batch if args[0].value == 0 else tensor.cols
-            return (dim or Unknown("size")).with_taint(taint)
+            return (dim or Unknown("size", is_int=True)).with_taint(taint)
         if not args:
             return shape_of(tensor).with_taint(taint)
-        return Unknown("size", taint)
+        return Unknown("size", taint, True)
     if method in ("item", "tolist", "any", "all", "sum", "max", "min", "numel", "dim", "__len__"):
         return Unknown(method, taint)
     if method in ("new_empty", "new_zeros", "new_ones", "new_full"):
@@ -225,7 +225,8 @@ def _head(batch, n, st: State):
 
 
 def shape_of(tensor: Tensor) -> Seq:
-    return Seq((tensor.batch or Unknown("rows"), tensor.cols or Unknown("cols")), "shape",
+    return Seq((tensor.batch or Unknown("rows", is_int=True),
+                tensor.cols or Unknown("cols", is_int=True)), "shape",
                False)
 
 
