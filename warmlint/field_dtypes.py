@@ -21,6 +21,7 @@ interpretation.
 from __future__ import annotations
 
 import ast
+import re
 
 from warmlint.interp import dtypes
 from warmlint.values import Const, External, Tensor, Unknown
@@ -46,9 +47,13 @@ class FieldTypes:
 
     def _read(self, module: str, cls: str) -> dict:
         seen: dict = {}  # field -> set of types (None: unknown)
+        called = re.compile(rf"\b{re.escape(cls)}\s*\(")
         for name in _modules(self.tree, module):
+            source = self.tree.source(name)
+            if not called.search(source):
+                continue  # no call of the class: not parsed a second time
             try:
-                parsed = ast.parse(self.tree.source(name))
+                parsed = ast.parse(source)
             except (SyntaxError, ValueError, OSError):
                 continue  # the analysis reports unreadable files itself
             for owner, func, call in _constructions(parsed, cls):
