@@ -230,10 +230,16 @@ def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
 
 
 def versions() -> dict:  # run.py runs under the venv's python (see README)
-    from importlib.metadata import version
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str:  # Fixit is optional (--no-fixit)
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
 
     ruff = subprocess.run([str(VENV / "ruff"), "--version"], capture_output=True, text=True).stdout.split()[-1]
-    found = {n: version(n) for n in ("warmlint", "libcst", "fixit")}
+    found = {n: installed(n) for n in ("warmlint", "libcst", "fixit")}
     return found | {"ruff": ruff, "python": platform.python_version()}
 
 

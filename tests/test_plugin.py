@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import logging
 import re
 import sys
+import textwrap
 import types
 from dataclasses import dataclass
 
@@ -95,6 +97,8 @@ def _warm(module, mode: str) -> list:
 @pytest.mark.parametrize("flashinfer", [True, False])
 @pytest.mark.parametrize("mode", ["raw_logprobs", "raw_logits", *PROCESSED])
 def test_upgraded_warmup_seeds_exactly_where_needed(installed, monkeypatch, flashinfer, mode):
+    """WARMLINT_PLUGIN_FIX=seeded: what the plugin shipped before the whole fix."""
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "seeded")
     installed("base", flashinfer)
     plugin.register()  # before the import: installs the after-import hook
     module = importlib.import_module(plugin.TARGET_MODULE)
@@ -103,7 +107,8 @@ def test_upgraded_warmup_seeds_exactly_where_needed(installed, monkeypatch, flas
     assert _warm(module, mode) == ([False, True] if seeded_needed else [False])
 
 
-def test_the_upgraded_warmup_logs_what_it_took(installed, caplog):
+def test_the_upgraded_warmup_logs_what_it_took(installed, monkeypatch, caplog):
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "seeded")
     installed("base", True)
     plugin.register()
     module = importlib.import_module(plugin.TARGET_MODULE)
@@ -114,7 +119,8 @@ def test_the_upgraded_warmup_logs_what_it_took(installed, caplog):
                         r"added\) took \d+\.\d\d s", line), line
 
 
-def test_noop_when_the_warmup_already_seeds(installed, caplog):
+def test_noop_when_the_warmup_already_seeds(installed, monkeypatch, caplog):
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "seeded")
     caplog.set_level(logging.INFO, logger="warmlint.plugin")
     installed("seeded_fixed", True)
     module = importlib.import_module(plugin.TARGET_MODULE)
@@ -134,7 +140,86 @@ def test_disabled_by_env(installed, monkeypatch):
 
 def test_upgraded_source_reuses_logits_without_copy(installed):
     root = installed("base", True)
-    source = plugin.fixed_dummy_sampler_run_source(root)
+    source = plugin.fixed_dummy_sampler_run_source(root, choice="seeded")
     assert "clone" not in source
     assert source.count("logits=logits") == 2
     assert 'not in ("processed_logits", "processed_logprobs")' in source
+
+
+# -- the whole fix (WARMLINT_PLUGIN_FIX=all, the default) --------------------------------
+REPLACES = ("replace", "dataclasses.replace", "msgspec.structs.replace", "__warmlint_replace")
+
+
+def canonical(method_source: str) -> str:
+    """A method's AST with every spelling of ``replace`` made one: the plugin spells the
+    inserted calls ``__warmlint_replace``, ``fix`` as the module imports it."""
+    tree = ast.parse(textwrap.dedent(method_source))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) in REPLACES:
+            node.func = ast.Name("REPLACE", ast.Load())
+    return ast.dump(tree)
+
+
+def fix_method(root, rel: str) -> tuple[str, int]:
+    """(``GPUModelRunner._dummy_sampler_run`` as ``warmlint fix`` (compute_fixes, default
+    settings, all its rounds) writes it in ``rel``, the warmup calls it added)."""
+    from warmlint.codemod.run import compute_fixes
+    from warmlint.plugin_fix import method_text
+    from warmlint.settings import Settings
+
+    result = compute_fixes(root, Settings())
+    [fixed] = [f for f in result.files if f.path == rel]
+    return method_text(fixed.new), len(fixed.applied)
+
+
+def test_register_ships_the_whole_fix(installed, caplog):
+    root = installed("base", True)
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    plugin.register()
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    method = module.GPUModelRunner._dummy_sampler_run
+    assert method.__warmlint__
+    expected, added = fix_method(root, "vllm/v1/worker/gpu_model_runner.py")
+    assert canonical(method.__warmlint_source__) == canonical(expected)
+    assert "replace(" not in method.__warmlint_source__.replace("__warmlint_replace(", "")
+    calls = _warm(module, "raw_logprobs")
+    # each inserted call runs where its guard holds (not the 8-row ones: 8 rows here)
+    assert added > 1 and 2 < len(calls) <= 1 + added and calls[0] is False and any(calls)
+    [line] = [r.getMessage() for r in caplog.records if "upgraded GPU" in r.getMessage()]
+    assert re.fullmatch(rf"warmlint plugin: upgraded {plugin.TARGET} of {plugin.TARGET_MODULE} "
+                        rf"\(WARMLINT_PLUGIN_FIX=all\): {added} warmup calls added; kernels: "
+                        r"\w+(, \w+)*; fields: [\w, ]+; batches of 8 rows", line), line
+    [took] = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
+    assert f"({added} warmup calls added)" in took
+
+
+@pytest.mark.parametrize("value", ["everything!", "seeded,all", "top_k,", "import"])
+def test_an_unknown_setting_warns_once_and_changes_nothing(installed, monkeypatch, caplog,
+                                                           value):
+    installed("base", True)
+    monkeypatch.setattr(plugin, "_warned", set())
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", value)
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    original = module.GPUModelRunner._dummy_sampler_run
+    assert plugin.upgrade(module) is False and plugin.upgrade(module) is False
+    assert module.GPUModelRunner._dummy_sampler_run is original
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"warmlint plugin: WARMLINT_PLUGIN_FIX={value!r} is not all, seeded "
+                        "or a comma list of request fields; vLLM left unchanged"]
+
+
+def test_a_field_list_ships_only_those_fields_and_is_cached_apart(installed):
+    root = installed("base", True)
+    only = plugin.fixed_dummy_sampler_run_source(root, choice=frozenset({"max_num_logprobs"}))
+    whole = plugin.fixed_dummy_sampler_run_source(root, choice="all")
+    seeded = plugin.fixed_dummy_sampler_run_source(root, choice="seeded")
+    assert only.count("(added by warmlint fix)") == 1 and "max_num_logprobs=1" in only
+    assert "manual_seed" not in only and "manual_seed" in seeded and "manual_seed" in whole
+    assert len({only, whole, seeded}) == 3
+    assert plugin.fix_choice(" Max_num_logprobs , top_k") == frozenset({"Max_num_logprobs",
+                                                                          "top_k"})
+    assert plugin.fix_choice("") == plugin.fix_choice(" ALL ") == "all"
+    # each choice has its own cache entry: asked again, each is served as it was
+    assert plugin.fixed_dummy_sampler_run_source(root, choice="seeded") == seeded
+    assert plugin.fixed_dummy_sampler_run_source(root, choice="all") == whole

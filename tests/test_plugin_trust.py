@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conftest import make_tree
-from warmlint import plugin
+from warmlint import plugin, plugin_source
 
 LOADER = '''"""vLLM's plugin loader (vllm/plugins/__init__.py), reduced to the general plugins."""
 import logging
@@ -119,7 +119,10 @@ print(json.dumps({"upgraded": getattr(m.GPUModelRunner._dummy_sampler_run, "__wa
                   "seeded": runner.sampler.calls}))
 '''
 ORIGINAL = [False]  # the fixture's own warmup: one unseeded sampler call
-UPGRADED = [False, True]  # plus the plugin's seeded call (FlashInfer on)
+# plus the whole fix's calls that run here (FlashInfer on, 8 rows): 2 unseeded (top-k and
+# top-p off), 3 seeded (the seeded path, top-k and top-p off), the logprobs one
+UPGRADED = [False, False, False, True, True, True, False]
+SEEDED = [False, True]  # WARMLINT_PLUGIN_FIX=seeded: the seeded call only
 
 
 @pytest.fixture
@@ -173,6 +176,36 @@ HOSTILE = {
         "self.sampler.logprobs_mode\n", f"__import__('os').system('touch {marker}')\n", 1),
     "a changed original statement": lambda good, marker: good.replace(
         "temperature=fill(0.5)", f"temperature=__import__('os').system('touch {marker}')"),
+    # the whole fix's grammar: values are pure; no other call, wherever it hides
+    "a call in a field value": lambda good, marker: good.replace(
+        "max_num_logprobs=1,", f"max_num_logprobs=__import__('os').system('touch {marker}'),"),
+    "a lambda": lambda good, marker: good.replace(
+        "max_num_logprobs=1,", f"max_num_logprobs=(lambda: __import__('os').system("
+        f"'touch {marker}'))(),"),
+    "a comprehension": lambda good, marker: good.replace(
+        "max_num_logprobs=1,", f"max_num_logprobs=[__import__('os').system('touch {marker}') "
+        "for _ in (1,)],"),
+    "a walrus": lambda good, marker: good.replace(
+        "max_num_logprobs=1,", f"max_num_logprobs=(n := __import__('os').system("
+        f"'touch {marker}')),"),
+    "an f-string with a call": lambda good, marker: good.replace(
+        "max_num_logprobs=1,", f"max_num_logprobs=f\"{{__import__('os').system("
+        f"'touch {marker}')}}\","),
+    "a starred argument": lambda good, marker: good.replace(
+        "logits=logits[:8],", f"*[__import__('os').system('touch {marker}')], "
+        "logits=logits[:8],", 1),
+    "a ** argument": lambda good, marker: good.replace(
+        "logits=logits[:8],", f"**{{'x': __import__('os').system('touch {marker}')}}, "
+        "logits=logits[:8],", 1),
+    "a call inside a tensor conversion": lambda good, marker: good.replace(
+        "max_num_logprobs=1,", "max_num_logprobs=dummy_metadata.top_k.to(__import__('os')"
+        f".system('touch {marker}')),"),
+    "a call in an 8-row guard": lambda good, marker: good.replace(
+        "if num_reqs > 8:", f"if __import__('os').system('touch {marker}') or num_reqs > 8:", 1),
+    "an else branch": lambda good, marker: good.replace(
+        "                    ),\n                )\n",
+        "                    ),\n                )\n            else:\n"
+        f"                __import__('os').system('touch {marker}')\n", 1),
 }
 
 
@@ -187,6 +220,7 @@ def test_a_forged_cached_source_never_runs(site, tmp_path, case):
     data["result"]["source"] = HOSTILE[case](good, marker)
     assert data["result"]["source"] != good
     entry.write_text(json.dumps(data))
+    assert plugin_source.REPLACE in good  # the genuine entry: the whole fix
     got, log = start(site, cache)
     assert not marker.exists(), "cached text was executed inside vLLM"
     assert got == {"upgraded": True, "seeded": UPGRADED}, log  # rebuilt from the install
@@ -268,3 +302,56 @@ def test_the_generated_source_is_one_a_later_start_may_trust(site, tmp_path, mon
     assert is_upgrade_of(source, original, values)
     assert not is_upgrade_of(source.replace("manual_seed(0)", "manual_seed(1)"), original, values)
     assert not is_upgrade_of(source.replace("self.sampler(\n", "print(\n", 1), original, values)
+
+
+def _rejected_shapes(good: str) -> dict:
+    """Cache texts that must not run, beside the commands above: each would exhaust
+    memory or time, or rebind or call what the fix never does."""
+    value = "max_num_logprobs=1,"
+    last = good.rindex("self.sampler(\n")
+    block_start = good.index("        # Warm the branch of Sampler.forward taken when `num_logprobs")
+    block = good[block_start: good.index("        # Warm `_mask_kernel`", block_start)]
+    return {
+        "a repetition over the bound": good.replace(value, "max_num_logprobs=[0] * 1025,"),
+        "a huge repetition": good.replace(value, "max_num_logprobs=[0] * 100000000,"),
+        "a repeated repetition": good.replace(value, "max_num_logprobs=[0] * 1024 * 1024,"),
+        "a repetition by a name": good.replace(value, "max_num_logprobs=[0] * num_reqs,"),
+        "a string repetition": good.replace(value, "max_num_logprobs='x' * 1000,"),
+        "a power": good.replace(value, "max_num_logprobs=2 ** 100000,"),
+        "a shift": good.replace(value, "max_num_logprobs=1 << 100000,"),
+        "a big int": good.replace(value, "max_num_logprobs=100000000000000000000,"),
+        "a dunder attribute": good.replace(value, "max_num_logprobs=dummy_metadata.__class__,"),
+        "a conditional": good.replace(value, "max_num_logprobs=1 if num_reqs else 2,"),
+        "a request class call as a value": good.replace(
+            value, "max_num_logprobs=SamplingParams.for_sampler_warmup(),"),
+        "a method that is no tensor conversion": good.replace(
+            value, "max_num_logprobs=dummy_metadata.top_k.cuda(),"),
+        "a tensor conversion of a global": good.replace(value, "max_num_logprobs=envs.to(1),"),
+        "a callee the method does not call": good[:last] + "self.load_model(\n"
+        + good[last + len("self.sampler(\n"):],
+        "an inserted assignment": good.replace(
+            "    return output", "    logits = __warmlint_replace(dummy_metadata, top_k=None)\n"
+            "    return output"),
+        "too many inserted calls": good.replace(block, block * 600, 1),
+    }
+
+
+def test_every_other_shape_in_the_cache_is_rebuilt(site, tmp_path, monkeypatch):
+    """The grammar's bounds, on planted entries: checked (`_checks_out`, what a cache
+    hit must pass) and, for one, served: the plugin rebuilds and re-stores the genuine."""
+    monkeypatch.setenv("WARMLINT_CACHE_DIR", str(tmp_path / "cache"))
+    target, settings = plugin.TARGETS[plugin.TARGET_MODULE], plugin._settings(
+        plugin.TARGETS[plugin.TARGET_MODULE], "all")
+    good = plugin.fixed_dummy_sampler_run_source(site)
+    assert plugin._checks_out(good, site, target, settings)
+    assert plugin._checks_out(good.replace("max_num_logprobs=1,", "max_num_logprobs=[0] * 1024,"),
+                              site, target, settings)  # pure, inside the bounds
+    for case, text in _rejected_shapes(good).items():
+        assert text != good, case
+        assert not plugin._checks_out(text, site, target, settings), case
+    entry = _entry(tmp_path / "cache")
+    data = json.loads(entry.read_text())
+    data["result"]["source"] = _rejected_shapes(good)["too many inserted calls"]
+    entry.write_text(json.dumps(data))
+    assert plugin.fixed_dummy_sampler_run_source(site) == good
+    assert json.loads(entry.read_text())["result"]["source"] == good

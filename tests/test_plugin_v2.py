@@ -122,7 +122,9 @@ def test_v2_generated_source_is_trusted_and_a_forged_one_is_not(runner_module):
     forged = [source.replace("self.sampler.add_request(", "self.shutdown("),
               source.replace("seed=0", "seed=__import__('os').getpid()"),
               source.replace("range(num_reqs)", "range(__import__('os').getpid())"),
-              source.replace("__warmlint_replace(params", "__warmlint_replace(exit()")]
+              source.replace("__warmlint_replace(params", "__warmlint_replace(exit()"),
+              source.replace("range(num_reqs)", "range(1000000000)"),  # a loop of a constant
+              source.replace("seed_params", "logits")]  # a fill rebinding the method's name
     for text in forged:
         assert text != source
         assert not is_upgrade_of(text, original, {"seed": "0"}, classes), text

@@ -128,3 +128,15 @@ def test_speculative_top_k_type_on_real_vllm():
     assert [(f.condition, f.extra["missing"], f.configs[-1]) for f in typed] == [
         ("expand_kernel.input_ptr", ["tensor int32"], "speculative_config")]
     assert typed[0].fix["available"]
+
+
+def test_modules_searched_by_text_are_dependencies_without_a_table_of_contents(tree):
+    """The imported modules are searched as text (parsed only where they call the class),
+    yet each is a dependency of the run: editing one invalidates a cached result."""
+    (tree.root / "pkg/worker/unused.py").write_text("X = 1\n")
+    (tree.root / "pkg/worker/runner.py").write_text(
+        textwrap.dedent(_RUNNER) + "from pkg.worker.unused import X\n")
+    assert tree.toc("pkg.worker.runner") is not None
+    FieldTypes(tree, []).get(RUNNER, "Meta", "top_k")
+    assert {"pkg/worker/batch.py", "pkg/worker/unused.py"} <= set(tree.files_read)
+    assert tree._tocs.keys().isdisjoint({"pkg.worker.unused", "pkg.worker.batch"})

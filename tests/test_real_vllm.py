@@ -103,11 +103,13 @@ def test_fix_out_writes_a_whole_fixed_release_that_check_analyzes(tmp_path):
     assert again.returncode == 0, again.stdout  # a second fix changes nothing
 
 
-def test_plugin_is_a_noop_on_0_21_0_and_upgrades_0_20_0():
+def test_plugin_seeded_is_a_noop_on_0_21_0_and_upgrades_0_20_0():
+    """``WARMLINT_PLUGIN_FIX=seeded``: only the seeded path, which 0.21.0 warms itself
+    (the whole fix, the default, is tests/test_plugin_releases.py's)."""
     from warmlint.plugin import fixed_dummy_sampler_run_source
 
-    assert fixed_dummy_sampler_run_source(release("0.21.0")) is None
-    source = fixed_dummy_sampler_run_source(release("0.20.0"))
+    assert fixed_dummy_sampler_run_source(release("0.21.0"), choice="seeded") is None
+    source = fixed_dummy_sampler_run_source(release("0.20.0"), choice="seeded")
     assert 'not in ("processed_logits", "processed_logprobs")' in source
     assert "envs.VLLM_USE_FLASHINFER_SAMPLER" in source
     # A later start may run the cached copy only if it checks out against the install.

@@ -49,8 +49,8 @@ class FieldTypes:
         seen: dict = {}  # field -> set of types (None: unknown)
         called = re.compile(rf"\b{re.escape(cls)}\s*\(")
         for name in _modules(self.tree, module):
-            source = self.tree.source(name)
-            if not called.search(source):
+            source = self.tree.read_text(name)
+            if source is None or not called.search(source):
                 continue  # no call of the class: not parsed a second time
             try:
                 parsed = ast.parse(source)
@@ -69,7 +69,7 @@ class FieldTypes:
 
 def _modules(tree, module: str) -> list:
     """``module`` and the modules of its own package it imports names from (each read
-    through the index, so that editing one invalidates a cached result)."""
+    through the index, ``read_text``, so that editing one invalidates a cached result)."""
     toc = tree.toc(module)
     if toc is None:
         return []
@@ -78,8 +78,7 @@ def _modules(tree, module: str) -> list:
     for target in toc.imports.values():
         for name in (target, target.rpartition(".")[0]):
             if name.startswith(package) and name not in out and tree.has_module(name):
-                if tree.toc(name) is not None:
-                    out.append(name)
+                out.append(name)  # its text is searched; no table of contents needed
                 break
     return out
 

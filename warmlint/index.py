@@ -329,6 +329,26 @@ class SourceTree:
         except OSError as exc:
             raise IndexError_(rel, 1, f"cannot read: {exc.strerror or exc}") from None
 
+    def read_text(self, name: str) -> str | None:
+        """A module's text, read as a dependency of the run (editing it invalidates a
+        cached result) without building its table of contents: for readers that search
+        the text first and parse only the few modules that match (``field_dtypes``).
+        None if the module is not in the tree or cannot be read or decoded."""
+        if name in self._data:
+            return self.source(name)
+        if name in self._failed or name not in self.modules:
+            return None
+        rel = self.modules[name][0]
+        try:
+            data = self._read(rel)
+            text = decode_source(data, rel)
+        except (IndexError_, SyntaxError, ValueError):
+            self.files_failed.setdefault(rel, "")
+            return None
+        self.files_read[rel] = hashlib.sha1(data).hexdigest()
+        self._data[name], self._sources[name] = data, text
+        return text
+
     def source(self, name: str) -> str:
         """Decoded text of a module whose TOC was built (the bytes read for the TOC)."""
         if name not in self._sources:

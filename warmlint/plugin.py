@@ -1,14 +1,18 @@
-"""vLLM general plugin: the fixed sampler warmup, shipped for releases that miss the seeded path.
+"""vLLM general plugin: the fixed sampler warmup, shipped into the installed vLLM.
 
 Registered on the ``vllm.general_plugins`` entry point (``warmlint_seeded_warmup``). When
 vLLM loads it, it analyzes the *installed* vLLM with warmlint (cached by file contents,
-so only the first start pays ~1 s) and, if ``GPUModelRunner._dummy_sampler_run`` never
-takes the seeded (``generators``) outcome that reaches a cold kernel, replaces that
-method with the one ``warmlint fix --field generators`` would write: one extra sampler
-call on ``replace(dummy_metadata, generators={0: <seeded generator>})``, inside the same
-out-of-memory handling, on the same logits (no copy), guarded by the configs the
-sampler's dispatch binding makes it needed in. On a release that already warms that
-path (vLLM >= 0.21.0) it logs one line and changes nothing.
+so only the first start pays) and replaces ``GPUModelRunner._dummy_sampler_run`` of the
+runner vLLM imports with the method ``warmlint fix`` would write for it: every warmup
+call the whole fix inserts (all rules, all request fields, converged over its rounds;
+``plugin_fix``), inside the same out-of-memory handling, on the same logits (no copy),
+each under the guard the sampler's dispatch binding makes it needed in. A release whose
+warmup ``fix`` leaves alone is left alone, with one log line.
+
+``WARMLINT_PLUGIN_FIX`` limits what it ships: ``all`` (the default), ``seeded`` (only the
+seeded-path call, one round of rule WL001: what the plugin shipped before) or a comma
+list of request fields (``fix --field``). Any other value is logged once and leaves vLLM
+unchanged: a typo must not ship a fix nobody asked for.
 
 It never changes sampling results: only the start-up warmup changes, its output is
 discarded, and vLLM re-seeds its RNGs after warming up. Disable it with
@@ -17,18 +21,18 @@ discarded, and vLLM re-seeds its RNGs after warming up. Disable it with
 It is inert on any failure (docs/security.md): everything it does at registration and
 after the runner's import is inside one guard, and any error, including an incomplete
 analysis, is logged as "could not analyze ...; vLLM left unchanged". It executes only
-method source generated in this process from the installed files, or a cached copy that
-``plugin_source.is_upgrade_of`` proves is the installed method plus the codemod's
-warmup calls; anything else in the cache is rebuilt, never run.
+method source that ``plugin_source.is_upgrade_of`` proves is the installed method plus
+statements of the fix's grammar, generated in this process or cached; anything else in
+the cache is rebuilt, never run.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import keyword
 import logging
 import os
 import sys
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,8 +62,34 @@ TARGET_MODULE = "vllm.v1.worker.gpu_model_runner"
 FIELDS = {"generators"}
 
 
+SETTING = "WARMLINT_PLUGIN_FIX"
+
+
 class Incomplete(Exception):
     """The analysis did not cover the installed vLLM: the plugin must not act on it."""
+
+
+class BadSetting(ValueError):
+    """``WARMLINT_PLUGIN_FIX`` is not a value the plugin knows: it leaves vLLM alone."""
+
+
+def fix_choice(raw: str | None = None):
+    """``"all"``, ``"seeded"`` or a frozenset of request fields, from ``WARMLINT_PLUGIN_FIX``."""
+    raw = os.environ.get(SETTING, "all") if raw is None else raw
+    word = raw.strip().lower()
+    if word in ("", "all"):
+        return "all"
+    if word == "seeded":
+        return "seeded"
+    fields = [f.strip() for f in raw.split(",")]
+    if all(f.isidentifier() and not keyword.iskeyword(f) and f.lower() not in ("all", "seeded")
+           for f in fields):
+        return frozenset(fields)
+    raise BadSetting(f"{SETTING}={raw!r} is not all, seeded or a comma list of request fields")
+
+
+def choice_text(choice) -> str:
+    return choice if isinstance(choice, str) else ",".join(sorted(choice))
 
 
 def _logger():
@@ -79,43 +109,92 @@ def _inert(reason: str, what: str = "analyze", module: str = TARGET_MODULE) -> N
         pass
 
 
-def _values(settings, target: Target) -> dict:
-    return {f: settings.fix_values[f] for f in sorted(target.fields)}
+@dataclass(frozen=True)
+class Upgrade:
+    """What the plugin installs: the method's source (checked) and what it left out."""
+
+    source: str
+    left_out: tuple = ()
+
+
+def _settings(target: Target, choice):
+    from warmlint.settings import Settings
+
+    if choice == "seeded":  # the plugin before the whole fix: WL001's seeded call only
+        return Settings(select=("WL001",), warmup_files=(target.runner_file,))
+    return Settings(warmup_files=(target.runner_file,))
 
 
 def fixed_dummy_sampler_run_source(root: Path, replace_name: str = _REPLACE,
-                                   target: Target = TARGETS[TARGET_MODULE]) -> str | None:
-    """The upgraded method's source, or None if the installed warmup needs no fix.
+                                   target: Target = TARGETS[TARGET_MODULE],
+                                   choice="all") -> str | None:
+    """The upgraded method's source, or None if ``fix`` adds nothing to the installed one.
 
-    ``root`` is the directory holding the ``vllm`` package. A cached source is returned
-    only if it checks out against the installed method (``plugin_source``); raises
-    ``Incomplete`` when the analysis could not cover everything it needed.
+    ``root`` is the directory holding the ``vllm`` package; ``choice`` is what
+    ``fix_choice`` returns. Raises ``Incomplete`` when the analysis could not cover
+    everything it needed, or the fix has a shape the source check does not accept.
     """
+    found = fixed_upgrade(root, replace_name, target, choice)
+    return found.source if found else None
+
+
+def fixed_upgrade(root: Path, replace_name: str = _REPLACE,
+                  target: Target = TARGETS[TARGET_MODULE], choice="all") -> Upgrade | None:
+    """``fixed_dummy_sampler_run_source``, with what the plugin leaves out. A cached source
+    is returned only if it checks out against the installed method (``plugin_source``)."""
     from warmlint import __version__
-    from warmlint.plugin_source import installed_method, is_upgrade_of
-    from warmlint.settings import Settings
     from warmlint.summary_cache import SummaryCache, default_cache_dir
 
-    settings = Settings(select=("WL001",), warmup_files=(target.runner_file,))
+    settings = _settings(target, choice)
     cache = SummaryCache(default_cache_dir(), f"{__version__}:plugin:{settings.fingerprint()}")
-    key = f"plugin:{target.module}:{root}"
+    key = f"plugin:{target.module}:{root}:{choice_text(choice)}"
     cached = cache.get_result(key, root)
     if isinstance(cached, dict) and cached.get("incomplete"):
         raise Incomplete(_summary(cached["incomplete"]))
     if isinstance(cached, dict) and cached.get("source", "") is None:
         return None
-    if isinstance(cached, dict) and replace_name == _REPLACE:
-        cls, name = TARGET.split(".")
-        original = installed_method(root / target.runner_file, cls, name)
-        if original is not None and is_upgrade_of(cached.get("source"), original,
-                                                   _values(settings, target),
-                                                   settings.request_params_classes):
-            return cached["source"]
-    source, deps, problems = _generate(root, settings, replace_name, target)
-    cache.put_result(key, deps, {"source": source, "incomplete": problems})
+    if isinstance(cached, dict) and replace_name == _REPLACE \
+            and _checks_out(cached.get("source"), root, target, settings):
+        return Upgrade(cached["source"], _left_out(cached.get("left_out")))
+    if choice == "seeded":
+        from warmlint.plugin_fix import seeded_fix
+
+        source, deps, problems = seeded_fix(root, settings, target.module, target.fields,
+                                            replace_name)
+        left_out = []
+    else:
+        from warmlint.plugin_fix import whole_fix
+
+        fields = None if choice == "all" else choice
+        source, deps, problems, left_out = whole_fix(root, settings, target.runner_file,
+                                                     target.module, fields, replace_name)
+    if source is not None and replace_name == _REPLACE and not problems \
+            and not _checks_out(source, root, target, settings):
+        source, problems = None, ["the fix writes a statement the plugin's source check "
+                                  "does not accept (docs/security.md)"]
+    cache.put_result(key, deps, {"source": source, "incomplete": problems,
+                                 "left_out": left_out})
     if problems:
         raise Incomplete(_summary(problems))
-    return source
+    return Upgrade(source, _left_out(left_out)) if source is not None else None
+
+
+def _checks_out(source, root: Path, target: Target, settings) -> bool:
+    from warmlint.plugin_source import installed_method, is_upgrade_of
+
+    cls, name = TARGET.split(".")
+    original = installed_method(root / target.runner_file, cls, name)
+    return original is not None and is_upgrade_of(source, original, settings.fix_values,
+                                                   settings.request_params_classes)
+
+
+def _left_out(items) -> tuple:
+    """What a (maybe forged) entry says was left out: short printable lines only."""
+    from warmlint.printable import printable
+
+    if not isinstance(items, list):
+        return ()
+    return tuple(printable(str(i))[:200] for i in items[:10])
 
 
 def _summary(problems) -> str:
@@ -125,30 +204,7 @@ def _summary(problems) -> str:
     return f"incomplete analysis: {problems[0]}{more}"
 
 
-def _generate(root: Path, settings, replace_name: str, target: Target):
-    """(source or None, the files it depends on, the analysis's problems)."""
-    from warmlint.check import analyze_tree
-    from warmlint.codemod.plan import build_plan
-    from warmlint.codemod.transform import apply_edits
-    from warmlint.edits import InsertCall
-
-    report = analyze_tree(root, settings, None, packages=("vllm",))
-    if report.incomplete:
-        return None, report.deps, report.incomplete
-    if f"{target.module}.{TARGET}" not in report.stats["warmups"]:  # not "already warm"
-        return None, report.deps, [f"{TARGET} not found as a warmup of the installed vLLM"]
-    plan = build_plan(report, fields=set(target.fields))
-    insertions = [e for e in plan.edits if isinstance(e, InsertCall) and e.function == TARGET]
-    source = None
-    if insertions:
-        tree = report.facts.tree
-        info = tree.toc(target.module).classes["GPUModelRunner"].methods["_dummy_sampler_run"]
-        method = "".join(tree.lines(target.module)[info.start - 1: info.end])
-        wrapped = "class GPUModelRunner:\n" + method
-        new, applied = apply_edits(wrapped, insertions, replace_name=replace_name)
-        if applied:
-            source = textwrap.dedent(new.split("\n", 1)[1])
-    return source, report.deps, []
+_warned: set = set()
 
 
 def upgrade(module) -> bool:
@@ -158,37 +214,58 @@ def upgrade(module) -> bool:
     """
     name = getattr(module, "__name__", TARGET_MODULE)
     try:
-        return _upgrade(module, TARGETS.get(name, TARGETS[TARGET_MODULE]))
+        choice = fix_choice()
+    except BadSetting as exc:
+        if str(exc) not in _warned:  # one warning, however many runners are imported
+            _warned.add(str(exc))
+            _logger().warning("warmlint plugin: %s; vLLM left unchanged", exc)
+        return False
+    try:
+        return _upgrade(module, TARGETS.get(name, TARGETS[TARGET_MODULE]), choice)
     except Exception as exc:  # noqa: BLE001 - never break vLLM start-up
         _inert(f"{type(exc).__name__}: {exc}", module=name)
         return False
 
 
-def _upgrade(module, target: Target) -> bool:
+def _upgrade(module, target: Target, choice) -> bool:
     cls = getattr(module, "GPUModelRunner", None)
     original = getattr(cls, "_dummy_sampler_run", None)
     if original is None or getattr(original, "__warmlint__", False):
         return False
     root = Path(module.__file__).resolve().parents[target.depth]
     try:
-        source = fixed_dummy_sampler_run_source(root, target=target)
+        found = fixed_upgrade(root, target=target, choice=choice)
     except Incomplete as exc:
         _inert(str(exc), module=target.module)
         return False
-    if source is None:
-        _logger().info("warmlint plugin: %s.%s already warms the seeded sampler path; "
-                       "nothing to do", target.module, TARGET)
+    if found is None:
+        what = ("already warms the seeded sampler path" if choice == "seeded" else
+                f"gets nothing from warmlint fix ({SETTING}={choice_text(choice)})")
+        _logger().info("warmlint plugin: %s.%s %s; nothing to do", target.module, TARGET, what)
         return False
+    for item in found.left_out:
+        _logger().info("warmlint plugin: left out (the plugin ships only %s): %s", TARGET, item)
     try:
-        return _install(module, cls, source)
+        return _install(module, cls, found.source, _description(root, target, found.source),
+                        choice)
     except Exception as exc:  # noqa: BLE001 - e.g. a fork without vllm/envs.py
         _inert(f"{type(exc).__name__}: {exc}", "upgrade", target.module)
         return False
 
 
+def _description(root: Path, target: Target, source: str) -> tuple[int, str]:
+    from warmlint.plugin_fix import describe
+    from warmlint.plugin_source import installed_method
+    from warmlint.settings import Settings
+
+    settings = Settings()
+    original = installed_method(root / target.runner_file, *TARGET.split("."))
+    return describe(source, original, settings.fix_values, settings.request_params_classes)
+
+
 def _replace(obj, **changes):
     """A copy of a request object with fields changed: a msgspec struct (v2's
-    ``SamplingParams``) or a dataclass (v1's ``SamplingMetadata``)."""
+    ``SamplingParams``) or a dataclass (v1's ``SamplingMetadata``, v2's ``InputBatch``)."""
     if dataclasses.is_dataclass(obj):
         return dataclasses.replace(obj, **changes)
     import msgspec
@@ -196,7 +273,8 @@ def _replace(obj, **changes):
     return msgspec.structs.replace(obj, **changes)
 
 
-def _install(module, cls, source: str) -> bool:
+def _install(module, cls, source: str, description: tuple, choice) -> bool:
+    import builtins
     import importlib
 
     from warmlint.plugin_source import request_classes_read
@@ -212,17 +290,26 @@ def _install(module, cls, source: str) -> bool:
     for name in request_classes_read(source, Settings().request_params_classes):
         if name not in namespace:
             extra[name] = getattr(importlib.import_module(package), name)
+    from warmlint.plugin_fix import free_names
+
+    unbound = free_names(source) - set(namespace) - set(extra) - set(dir(builtins))
+    if unbound:  # a NameError in vLLM's warmup would stop the start-up: refuse here
+        raise NameError(f"the fixed method reads {', '.join(sorted(unbound))}, "
+                        f"which {module.__name__} does not define")
     code = compile(source, f"<warmlint plugin: {TARGET}>", "exec")
     for name, value in extra.items():
         namespace.setdefault(name, value)
     local: dict = {}
     exec(code, namespace, local)  # defines the method (checked source); runs none of it
-    patched = _timed(local["_dummy_sampler_run"], source.count("(added by warmlint"))
+    added, what = description
+    patched = _timed(local["_dummy_sampler_run"], added)
     patched.__qualname__ = TARGET
     patched.__warmlint__ = True
     patched.__warmlint_source__ = source
     cls._dummy_sampler_run = patched
-    _logger().info("warmlint plugin: upgraded %s to also warm the seeded sampler path", TARGET)
+    _logger().info("warmlint plugin: upgraded %s of %s (%s=%s): %d warmup call%s added%s",
+                   TARGET, module.__name__, SETTING, choice_text(choice), added,
+                   "" if added == 1 else "s", f"; {what}" if what else "")
     return True
 
 

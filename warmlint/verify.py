@@ -28,7 +28,6 @@ import os
 import re
 import shlex
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +38,7 @@ from pathlib import Path
 
 from warmlint import sinks
 from warmlint.runtime.requests import MATRIX, detect_runner, parse_kind
+from warmlint.verify_cost import startup_cost
 from warmlint.verify_render import render_compare, render_text, summary_counts  # noqa: F401
 
 KINDS = ("seeded", "unseeded", "greedy", "mixed", "topk_only", "topp_only", "no_filter",
@@ -168,10 +168,14 @@ def _tree_for(release_dir: Path, warmup: str, tmp: Path, settings, runner: str =
     shutil.copytree(release_dir / "vllm", root / "vllm")
     if warmup.startswith("file:"):
         shutil.copy(warmup[5:], root / runner_file)
-    elif warmup == "plugin":
+    elif warmup == "plugin":  # what the plugin ships: WARMLINT_PLUGIN_FIX, default all
         from warmlint.codemod.run import compute_fixes
+        from warmlint.plugin import fix_choice
 
-        for fix in compute_fixes(root, settings, {"generators"}).files:
+        choice = fix_choice()
+        fields = None if choice == "all" else \
+            ({"generators"} if runner == "v1" else {"seed"}) if choice == "seeded" else set(choice)
+        for fix in compute_fixes(root, settings, fields).files:
             (root / fix.path).write_text(fix.new)
     return root
 
@@ -288,35 +292,6 @@ def verify(release_dir: Path, warmup: str, config: dict, kinds=None, batches=Non
     with ThreadPoolExecutor(max_workers=jobs) as pool:
         list(pool.map(one, order))
     return {**report, "rows": rows(), "startup": startup_cost(done.values())}
-
-
-def startup_cost(results) -> dict:
-    """The warmup under test, as the cases measured it: wall time (median, min, max over
-    cases: they ran side by side, so the spread is noise from neighbours) and peak GPU
-    memory above the memory allocated before it (the same in every case)."""
-    results = list(results)
-    warm = [r["warmup"] for r in results if r.get("status") == "ok" and r.get("warmup")]
-    if not warm:
-        return {"cases": 0}
-    # which sampling path the sampler was built for (v1: forward_cuda = FlashInfer bound;
-    # v2: "flashinfer"), so a table says whether the FlashInfer dispatch was under test
-    samplers = sorted({str(r.get("sampler_forward")) for r in results if r.get("status") == "ok"})
-    seconds = [w["seconds"] for w in warm]
-    extra = [w.get("memory_extra_bytes", 0) for w in warm]
-    out = {"cases": len(warm), "seconds_median": round(statistics.median(seconds), 3),
-           "seconds_min": round(min(seconds), 3), "seconds_max": round(max(seconds), 3),
-           "peak_extra_mb": round(max(extra) / 1e6, 1),
-           "peak_extra_mb_min": round(min(extra) / 1e6, 1),
-           "events_median": statistics.median(w["events"]["total"] for w in warm),
-           "sampler": samplers}
-    parts = {}
-    for w in warm:
-        for name, part in (w.get("parts") or {}).items():
-            parts.setdefault(name, []).append(part["seconds"])
-    if parts:
-        out["parts_seconds_median"] = {n: round(statistics.median(v), 3)
-                                       for n, v in parts.items()}
-    return out
 
 
 def _label(f: dict) -> str:

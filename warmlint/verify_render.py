@@ -21,11 +21,18 @@ def _startup_line(report: dict) -> str:
     line = (f"start-up (warmup under test): {s['seconds_median']} s median "
             f"({s['seconds_min']}-{s['seconds_max']} s over {s['cases']} cases run side by "
             f"side), peak GPU memory +{s['peak_extra_mb']} MB, {s['events_median']:g} JIT events")
+    if s.get("compiles_median") is not None:
+        line += _compiles(s)
     if s.get("parts_seconds_median"):
         line += "; " + ", ".join(f"{n} {v} s" for n, v in s["parts_seconds_median"].items())
     if s.get("sampler"):
         line += f"; sampler: {', '.join(s['sampler'])}"
     return line
+
+
+def _compiles(s: dict) -> str:
+    return (f"; {s['compiles_median']:g} Triton compiles (slowest {s['compile_s_max_median']}"
+            f" s, all {s['compile_s_sum_median']} s)")
 
 
 def summary_counts(report: dict) -> dict:
@@ -74,6 +81,7 @@ def render_compare(reports: list) -> str:
     for name, report in zip(names, reports):
         s = report.get("startup") or {}
         cost = (f"{s['seconds_median']} s, +{s['peak_extra_mb']} MB peak"
+                + (_compiles(s) if s.get("compiles_median") is not None else "")
                 if s.get("cases") else "not measured")
         lines.append(f"  start-up {name}: {cost}")
     lines.append("")

@@ -49,9 +49,14 @@ def _plugin_source(release_dir: Path, original: Method) -> str | None:
     from warmlint import plugin
 
     make = plugin.fixed_dummy_sampler_run_source
-    first = next(iter(inspect.signature(make).parameters), "")
+    params = inspect.signature(make).parameters
+    first = next(iter(params), "")
     # The plugin analyzes a vLLM tree (``root``); an older draft took the method's text.
-    return make(release_dir) if first == "root" else make(original.text)
+    if first != "root":
+        return make(original.text)
+    # what the plugin ships in vLLM: WARMLINT_PLUGIN_FIX (default: the whole fix)
+    return make(release_dir, choice=plugin.fix_choice()) if "choice" in params \
+        else make(release_dir)
 
 
 def load_warmup(release_dir, mode: str):
