@@ -119,6 +119,35 @@ def test_the_upgraded_warmup_logs_what_it_took(installed, monkeypatch, caplog):
                         r"added\) took \d+\.\d\d s", line), line
 
 
+class _RejectsSeeds(_Sampler):
+    """A sampler that fails on a seeded request (a deployment's sampler may reject what a
+    warmup call asks for, or run out of memory on it)."""
+
+    def __call__(self, logits, sampling_metadata):
+        if sampling_metadata.generators:
+            raise RuntimeError("CUDA out of memory (stand-in)")
+        return super().__call__(logits, sampling_metadata)
+
+
+def test_a_failing_upgraded_warmup_falls_back_to_vllms_own(installed, monkeypatch, caplog):
+    """Never the reason start-up fails: the upgraded warmup raises, vLLM's own runs."""
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "seeded")
+    installed("base", True)
+    sys.modules["vllm.v1.sample.sampler"].Sampler = _RejectsSeeds
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    plugin.register()
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    assert module.GPUModelRunner._dummy_sampler_run.__warmlint__
+    # the upgraded run's first (unseeded) call, then vLLM's own warmup's call, from scratch
+    assert _warm(module, "raw_logprobs") == [False, False]
+    [line] = [r for r in caplog.records if "failed" in r.getMessage()]
+    assert line.levelno == logging.WARNING and re.fullmatch(
+        r"warmlint plugin: the upgraded sampler warmup \(1 warmup call added\) failed "
+        r"\(RuntimeError: .*out of memory.*\); running vLLM's own warmup instead",
+        line.getMessage()), line.getMessage()
+    assert not [r for r in caplog.records if "took" in r.getMessage()]
+
+
 def test_noop_when_the_warmup_already_seeds(installed, monkeypatch, caplog):
     monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "seeded")
     caplog.set_level(logging.INFO, logger="warmlint.plugin")

@@ -302,7 +302,9 @@ def _install(module, cls, source: str, description: tuple, choice) -> bool:
     local: dict = {}
     exec(code, namespace, local)  # defines the method (checked source); runs none of it
     added, what = description
-    patched = _timed(local["_dummy_sampler_run"], added)
+    from warmlint.plugin_run import guarded
+
+    patched = guarded(local["_dummy_sampler_run"], cls._dummy_sampler_run, added, _logger)
     patched.__qualname__ = TARGET
     patched.__warmlint__ = True
     patched.__warmlint_source__ = source
@@ -311,29 +313,6 @@ def _install(module, cls, source: str, description: tuple, choice) -> bool:
                    TARGET, module.__name__, SETTING, choice_text(choice), added,
                    "" if added == 1 else "s", f"; {what}" if what else "")
     return True
-
-
-def _timed(method, added: int):
-    """``method``, logging what each run of the upgraded warmup took: its start-up cost is
-    the user's to see (the original's own time is not measured here; docs/plugin.md has
-    both from the H200)."""
-    import functools
-    import time
-
-    @functools.wraps(method)
-    def run(self, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            try:
-                _logger().info("warmlint plugin: the upgraded sampler warmup (%d warmup "
-                               "call%s added) took %.2f s", added, "" if added == 1 else "s",
-                               time.perf_counter() - started)
-            except Exception:  # noqa: BLE001 - not even logging may break vLLM
-                pass
-
-    return run
 
 
 class _AfterImport:
