@@ -253,15 +253,26 @@ class Grammar:
                 and all(map(self.pure, _arguments(node))))
 
     def _binop(self, node: ast.BinOp) -> bool:
-        if isinstance(node.op, (ast.Add, ast.Sub)):
-            return self.pure(node.left) and self.pure(node.right)
+        if isinstance(node.op, (ast.Add, ast.Sub)):  # numbers: no sequence grows by `+`
+            return not (_sequence(node.left) or _sequence(node.right)) \
+                and self.pure(node.left) and self.pure(node.right)
         if not isinstance(node.op, ast.Mult):
             return False
         left, right = node.left, node.right
         if _small_int(left) and _small_int(right):
             return True
+        # `[0] * 128`: a display of constants, repeated at most MAX_REPEAT times (never
+        # nested: `[[0] * 1024] * 1024` would hand the sampler a million token ids)
         return (isinstance(left, (ast.List, ast.Tuple)) and self.pure(left)
+                and all(isinstance(e, ast.Constant) for e in left.elts)
                 and _small_int(right) and 0 <= right.value <= MAX_REPEAT)
+
+
+def _sequence(node: ast.expr) -> bool:
+    """A list or tuple display, or one repeated."""
+    return isinstance(node, (ast.List, ast.Tuple)) or (
+        isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult)
+        and (_sequence(node.left) or _sequence(node.right)))
 
 
 def _arguments(call: ast.Call) -> list:
