@@ -148,6 +148,23 @@ def fixed_upgrade(root: Path, replace_name: str = _REPLACE,
     settings = _settings(target, choice)
     cache = SummaryCache(default_cache_dir(), f"{__version__}:plugin:{settings.fingerprint()}")
     key = f"plugin:{target.module}:{root}:{choice_text(choice)}"
+    found = _cached(cache, key, root, replace_name, target, settings)
+    if found is not _MISS:
+        return found
+    from warmlint.plugin_lock import one_at_a_time
+
+    with one_at_a_time(default_cache_dir(), key) as waited:
+        found = _cached(cache, key, root, replace_name, target, settings) if waited else _MISS
+        if found is not _MISS:  # another process analyzed it while this one waited
+            return found
+        return _generate(cache, key, root, replace_name, target, settings, choice)
+
+
+_MISS = object()
+
+
+def _cached(cache, key: str, root: Path, replace_name: str, target: Target, settings):
+    """The cache's answer (an Upgrade, or None: nothing to add), or _MISS."""
     cached = cache.get_result(key, root)
     if isinstance(cached, dict) and cached.get("incomplete"):
         raise Incomplete(_summary(cached["incomplete"]))
@@ -156,6 +173,11 @@ def fixed_upgrade(root: Path, replace_name: str = _REPLACE,
     if isinstance(cached, dict) and replace_name == _REPLACE \
             and _checks_out(cached.get("source"), root, target, settings):
         return Upgrade(cached["source"], _left_out(cached.get("left_out")))
+    return _MISS
+
+
+def _generate(cache, key: str, root: Path, replace_name: str, target: Target, settings,
+              choice) -> Upgrade | None:
     if choice == "seeded":
         from warmlint.plugin_fix import seeded_fix
 
