@@ -13,17 +13,23 @@ from warmlint import plugin, plugin_fix
 from warmlint.plugin_lock import one_at_a_time
 
 
-def _hold(directory, key, seconds, ready):
-    with one_at_a_time(directory, key):
-        ready.set()
-        time.sleep(seconds)
+def _held(directory, key: str, seconds: float) -> threading.Thread:
+    """A thread holding the lock of ``key`` for ``seconds``, started once it holds it."""
+    ready = threading.Event()
+
+    def hold():
+        with one_at_a_time(directory, key):
+            ready.set()
+            time.sleep(seconds)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    ready.wait()
+    return holder
 
 
 def test_a_second_caller_waits_for_the_first(tmp_path):
-    ready = threading.Event()
-    holder = threading.Thread(target=_hold, args=(tmp_path, "k", 0.6, ready))
-    holder.start()
-    ready.wait()
+    holder = _held(tmp_path, "k", 0.6)
     started = time.monotonic()
     with one_at_a_time(tmp_path, "k") as waited:
         assert waited and time.monotonic() - started >= 0.4
@@ -35,10 +41,7 @@ def test_a_second_caller_waits_for_the_first(tmp_path):
 
 
 def test_a_stuck_holder_delays_but_never_stops_the_caller(tmp_path):
-    ready = threading.Event()
-    holder = threading.Thread(target=_hold, args=(tmp_path, "k", 2.0, ready))
-    holder.start()
-    ready.wait()
+    holder = _held(tmp_path, "k", 2.0)
     started = time.monotonic()
     with one_at_a_time(tmp_path, "k", wait_s=0.3) as waited:
         assert waited and time.monotonic() - started < 1.5  # went on without the lock

@@ -59,8 +59,7 @@ def test_the_plugin_ships_what_fix_writes(version, target, tmp_path, monkeypatch
     settings = Settings()
     assert is_upgrade_of(found.source, original, settings.fix_values,
                          settings.request_params_classes)
-    calls, what = plugin._description(root, target, found.source)
-    assert calls == added and what.startswith("kernels: _topk")
+    assert found.added == added and found.note.startswith("kernels: _topk")
     again = plugin.fixed_upgrade(root, target=target)  # the cache hit runs the checked text
     assert again == found
 

@@ -115,6 +115,8 @@ class Upgrade:
 
     source: str
     left_out: tuple = ()
+    added: int = 0  # warmup calls, and a note of what they warm (``plugin_fix.describe``)
+    note: str = ""
 
 
 def _settings(target: Target, choice):
@@ -170,9 +172,10 @@ def _cached(cache, key: str, root: Path, replace_name: str, target: Target, sett
         raise Incomplete(_summary(cached["incomplete"]))
     if isinstance(cached, dict) and cached.get("source", "") is None:
         return None
-    if isinstance(cached, dict) and replace_name == _REPLACE \
-            and _checks_out(cached.get("source"), root, target, settings):
-        return Upgrade(cached["source"], _left_out(cached.get("left_out")))
+    if isinstance(cached, dict) and replace_name == _REPLACE:
+        inserted = _inserted(cached.get("source"), root, target, settings)
+        if inserted:
+            return _checked(cached["source"], inserted, cached.get("left_out"))
     return _MISS
 
 
@@ -190,24 +193,34 @@ def _generate(cache, key: str, root: Path, replace_name: str, target: Target, se
         fields = None if choice == "all" else choice
         source, deps, problems, left_out = whole_fix(root, settings, target.runner_file,
                                                      target.module, fields, replace_name)
-    if source is not None and replace_name == _REPLACE and not problems \
-            and not _checks_out(source, root, target, settings):
-        source, problems = None, ["the fix writes a statement the plugin's source check "
-                                  "does not accept (docs/security.md)"]
+    inserted = None
+    if source is not None and replace_name == _REPLACE and not problems:
+        inserted = _inserted(source, root, target, settings)
+        if not inserted:
+            source, problems = None, ["the fix writes a statement the plugin's source check "
+                                      "does not accept (docs/security.md)"]
     cache.put_result(key, deps, {"source": source, "incomplete": problems,
                                  "left_out": left_out})
     if problems:
         raise Incomplete(_summary(problems))
-    return Upgrade(source, _left_out(left_out)) if source is not None else None
+    return None if source is None else _checked(source, inserted or [], left_out)
+
+
+def _checked(source: str, inserted: list, left_out) -> Upgrade:
+    """An Upgrade of a checked source, with what its inserted statements add."""
+    from warmlint.plugin_fix import describe
+
+    return Upgrade(source, _left_out(left_out), *describe(source, inserted))
+
+
+def _inserted(source, root: Path, target: Target, settings) -> list | None:
+    from warmlint.plugin_fix import checked_insertions
+
+    return checked_insertions(source, root / target.runner_file, settings)
 
 
 def _checks_out(source, root: Path, target: Target, settings) -> bool:
-    from warmlint.plugin_source import installed_method, is_upgrade_of
-
-    cls, name = TARGET.split(".")
-    original = installed_method(root / target.runner_file, cls, name)
-    return original is not None and is_upgrade_of(source, original, settings.fix_values,
-                                                   settings.request_params_classes)
+    return bool(_inserted(source, root, target, settings))
 
 
 def _left_out(items) -> tuple:
@@ -268,21 +281,10 @@ def _upgrade(module, target: Target, choice) -> bool:
     for item in found.left_out:
         _logger().info("warmlint plugin: left out (the plugin ships only %s): %s", TARGET, item)
     try:
-        return _install(module, cls, found.source, _description(root, target, found.source),
-                        choice)
+        return _install(module, cls, found, choice)
     except Exception as exc:  # noqa: BLE001 - e.g. a fork without vllm/envs.py
         _inert(f"{type(exc).__name__}: {exc}", "upgrade", target.module)
         return False
-
-
-def _description(root: Path, target: Target, source: str) -> tuple[int, str]:
-    from warmlint.plugin_fix import describe
-    from warmlint.plugin_source import installed_method
-    from warmlint.settings import Settings
-
-    settings = Settings()
-    original = installed_method(root / target.runner_file, *TARGET.split("."))
-    return describe(source, original, settings.fix_values, settings.request_params_classes)
 
 
 def _replace(obj, **changes):
@@ -295,13 +297,14 @@ def _replace(obj, **changes):
     return msgspec.structs.replace(obj, **changes)
 
 
-def _install(module, cls, source: str, description: tuple, choice) -> bool:
+def _install(module, cls, found: Upgrade, choice) -> bool:
     import builtins
     import importlib
 
     from warmlint.plugin_source import request_classes_read
     from warmlint.settings import Settings
 
+    source, added, what = found.source, found.added, found.note
     namespace = module.__dict__
     package = module.__name__.split(".")[0]
     extra = {_REPLACE: _replace}
@@ -323,7 +326,6 @@ def _install(module, cls, source: str, description: tuple, choice) -> bool:
         namespace.setdefault(name, value)
     local: dict = {}
     exec(code, namespace, local)  # defines the method (checked source); runs none of it
-    added, what = description
     from warmlint.plugin_run import guarded
 
     patched = guarded(local["_dummy_sampler_run"], cls._dummy_sampler_run, added, _logger)

@@ -23,8 +23,7 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from warmlint.plugin_source import (PUBLISH_METHODS, REPLACE, STATE_METHODS,
-                                    inserted_statements)
+from warmlint.plugin_source import PUBLISH_METHODS, REPLACE, STATE_METHODS
 
 CLASS, METHOD = "GPUModelRunner", "_dummy_sampler_run"
 _BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
@@ -224,14 +223,25 @@ def free_names(source: str) -> set:
             and isinstance(n.ctx, ast.Load)} - bound
 
 
+def checked_insertions(source, runner: Path, settings) -> list | None:
+    """The statements ``source`` inserts into the installed method of ``runner`` (its
+    file), if it is a checked upgrade of it (``plugin_source``); else None. One parse of
+    the installed file serves both the check and ``describe``."""
+    from warmlint.plugin_source import inserted_statements, installed_method
+
+    original = installed_method(runner, CLASS, METHOD)
+    return None if original is None else inserted_statements(
+        source, original, settings.fix_values, settings.request_params_classes)
+
+
 # -- what it added, said from the checked source itself (the same for a cached entry) --
 _KERNEL = re.compile(r"(?:Warm|kernel|compile'd)\s+`(\w+)`")
 _ROWS = re.compile(r"\[:(\d+)\]")
 
 
-def describe(source: str, original, values: dict, classes) -> tuple[int, str]:
-    """(warmup calls added, a short note of the kernels and fields they warm)."""
-    inserted = inserted_statements(source, original, values, classes) or []
+def describe(source: str, inserted: list) -> tuple[int, str]:
+    """(warmup calls added, a short note of the kernels and fields they warm), from a
+    checked source and the statements the check found it inserts."""
     nodes = [n for stmt in inserted for n in ast.walk(stmt)]
     calls = sum(isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
                 and getattr(n.value.func, "attr", "") not in STATE_METHODS + PUBLISH_METHODS

@@ -170,11 +170,11 @@ def _tree_for(release_dir: Path, warmup: str, tmp: Path, settings, runner: str =
         shutil.copy(warmup[5:], root / runner_file)
     elif warmup == "plugin":  # what the plugin ships: WARMLINT_PLUGIN_FIX, default all
         from warmlint.codemod.run import compute_fixes
-        from warmlint.plugin import fix_choice
+        from warmlint.plugin import TARGETS, fix_choice
 
         choice = fix_choice()
-        fields = None if choice == "all" else \
-            ({"generators"} if runner == "v1" else {"seed"}) if choice == "seeded" else set(choice)
+        seeded = next(t.fields for t in TARGETS.values() if t.runner_file == runner_file)
+        fields = None if choice == "all" else seeded if choice == "seeded" else set(choice)
         for fix in compute_fixes(root, settings, fields).files:
             (root / fix.path).write_text(fix.new)
     return root

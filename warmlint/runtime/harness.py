@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import inspect
 import types
 from pathlib import Path
 
@@ -44,21 +43,6 @@ def ensure_c_stubs(release_dir) -> list[str]:
     return made
 
 
-def _plugin_source(release_dir: Path, original: Method) -> str | None:
-    """Ask warmlint.plugin for the upgraded method (None: this release needs no fix)."""
-    from warmlint import plugin
-
-    make = plugin.fixed_dummy_sampler_run_source
-    params = inspect.signature(make).parameters
-    first = next(iter(params), "")
-    # The plugin analyzes a vLLM tree (``root``); an older draft took the method's text.
-    if first != "root":
-        return make(original.text)
-    # what the plugin ships in vLLM: WARMLINT_PLUGIN_FIX (default: the whole fix)
-    return make(release_dir, choice=plugin.fix_choice()) if "choice" in params \
-        else make(release_dir)
-
-
 def load_warmup(release_dir, mode: str):
     """(function or None, info) for mode ``original`` | ``file:PATH`` | ``plugin`` | ``none``."""
     release_dir = Path(release_dir)
@@ -71,7 +55,9 @@ def load_warmup(release_dir, mode: str):
     if mode == "plugin":
         from warmlint import plugin
 
-        upgraded = _plugin_source(release_dir, method)
+        # what the plugin ships in vLLM: WARMLINT_PLUGIN_FIX (default: the whole fix)
+        upgraded = plugin.fixed_dummy_sampler_run_source(release_dir,
+                                                         choice=plugin.fix_choice())
         info["plugin_changed"] = upgraded is not None
         if upgraded is not None:
             method = method_from_text(upgraded, "<warmlint.plugin: _dummy_sampler_run>",
