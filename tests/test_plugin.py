@@ -8,6 +8,7 @@ import logging
 import re
 import sys
 import textwrap
+import threading
 import types
 from dataclasses import dataclass
 
@@ -55,9 +56,11 @@ class _Sampler:
     def __init__(self, logprobs_mode="raw_logprobs"):
         self.logprobs_mode = logprobs_mode
         self.calls = []
+        self.threads = []  # the thread each call ran on (plugin_defer)
 
     def __call__(self, logits, sampling_metadata):
         self.calls.append(sampling_metadata)
+        self.threads.append(threading.current_thread().name)
         return "output"
 
 
@@ -201,8 +204,9 @@ def fix_method(root, rel: str) -> tuple[str, int]:
     return method_text(fixed.new), len(fixed.applied)
 
 
-def test_register_ships_the_whole_fix(installed, caplog):
+def test_register_ships_the_whole_fix(installed, monkeypatch, caplog):
     root = installed("base", True)
+    monkeypatch.setenv("WARMLINT_PLUGIN_THREADS", "4")
     caplog.set_level(logging.INFO, logger="warmlint.plugin")
     plugin.register()
     module = importlib.import_module(plugin.TARGET_MODULE)
@@ -211,13 +215,23 @@ def test_register_ships_the_whole_fix(installed, caplog):
     expected, added = fix_method(root, "vllm/v1/worker/gpu_model_runner.py")
     assert canonical(method.__warmlint_source__) == canonical(expected)
     assert "replace(" not in method.__warmlint_source__.replace("__warmlint_replace(", "")
-    calls = _warm(module, "raw_logprobs")
+    config = types.SimpleNamespace(model_config=types.SimpleNamespace(logprobs_mode="raw_logprobs"))
+    runner = module.GPUModelRunner(config, "cpu")
+    runner.model = types.SimpleNamespace(compute_logits=lambda h: _Logits([0.0] * 8))
+    runner._dummy_sampler_run(hidden_states=None)
+    calls = [bool(c.generators) for c in runner.sampler.calls]
     # each inserted call runs where its guard holds (not the 8-row ones: 8 rows here)
     assert added > 1 and 2 < len(calls) <= 1 + added and calls[0] is False and any(calls)
+    # vLLM's own call on the warmup's thread; each added one on the pool, all finished
+    threads = runner.sampler.threads
+    assert threads[0] == threading.current_thread().name
+    assert all(t.startswith("warmlint-warmup") for t in threads[1:]), threads
+    assert method.__warmlint_threads__ == 4
     [line] = [r.getMessage() for r in caplog.records if "upgraded GPU" in r.getMessage()]
     assert re.fullmatch(rf"warmlint plugin: upgraded {plugin.TARGET} of {plugin.TARGET_MODULE} "
                         rf"\(WARMLINT_PLUGIN_FIX=all\): {added} warmup calls added; kernels: "
-                        r"\w+(, \w+)*; fields: [\w, ]+; batches of 8 rows", line), line
+                        r"\w+(, \w+)*; fields: [\w, ]+; batches of 8 rows; run on 4 threads",
+                        line), line
     [took] = [r.getMessage() for r in caplog.records if "took" in r.getMessage()]
     assert f"({added} warmup calls added)" in took
 
@@ -252,3 +266,25 @@ def test_a_field_list_ships_only_those_fields_and_is_cached_apart(installed):
     # each choice has its own cache entry: asked again, each is served as it was
     assert plugin.fixed_dummy_sampler_run_source(root, choice="seeded") == seeded
     assert plugin.fixed_dummy_sampler_run_source(root, choice="all") == whole
+
+
+@pytest.mark.parametrize("value", ["1", "lots"])
+def test_one_thread_or_a_bad_setting_runs_the_added_calls_serially(installed, monkeypatch,
+                                                                    caplog, value):
+    installed("base", True)
+    monkeypatch.setenv("WARMLINT_PLUGIN_THREADS", value)
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    plugin.register()
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    method = module.GPUModelRunner._dummy_sampler_run
+    assert method.__warmlint__ and method.__warmlint_threads__ == 1
+    config = types.SimpleNamespace(model_config=types.SimpleNamespace(logprobs_mode="raw_logprobs"))
+    runner = module.GPUModelRunner(config, "cpu")
+    runner.model = types.SimpleNamespace(compute_logits=lambda h: _Logits([0.0] * 8))
+    runner._dummy_sampler_run(hidden_states=None)
+    assert len(runner.sampler.threads) > 2
+    assert set(runner.sampler.threads) == {threading.current_thread().name}
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == ([] if value == "1" else [
+        "warmlint plugin: WARMLINT_PLUGIN_THREADS='lots' is not a number of threads from 1 "
+        "to 64; the added warmup calls run one after another"])

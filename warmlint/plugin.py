@@ -28,7 +28,6 @@ the cache is rebuilt, never run.
 
 from __future__ import annotations
 
-import dataclasses
 import keyword
 import logging
 import os
@@ -117,6 +116,7 @@ class Upgrade:
     left_out: tuple = ()
     added: int = 0  # warmup calls, and a note of what they warm (``plugin_fix.describe``)
     note: str = ""
+    deferred: str | None = None  # the source with its added calls on a pool (plugin_defer)
 
 
 def _settings(target: Target, choice):
@@ -208,9 +208,11 @@ def _generate(cache, key: str, root: Path, replace_name: str, target: Target, se
 
 def _checked(source: str, inserted: list, left_out) -> Upgrade:
     """An Upgrade of a checked source, with what its inserted statements add."""
+    from warmlint.plugin_defer import defer_calls
     from warmlint.plugin_fix import describe
 
-    return Upgrade(source, _left_out(left_out), *describe(source, inserted))
+    return Upgrade(source, _left_out(left_out), *describe(source, inserted),
+                   defer_calls(source, inserted) if inserted else None)
 
 
 def _inserted(source, root: Path, target: Target, settings) -> list | None:
@@ -287,16 +289,6 @@ def _upgrade(module, target: Target, choice) -> bool:
         return False
 
 
-def _replace(obj, **changes):
-    """A copy of a request object with fields changed: a msgspec struct (v2's
-    ``SamplingParams``) or a dataclass (v1's ``SamplingMetadata``, v2's ``InputBatch``)."""
-    if dataclasses.is_dataclass(obj):
-        return dataclasses.replace(obj, **changes)
-    import msgspec
-
-    return msgspec.structs.replace(obj, **changes)
-
-
 def _install(module, cls, found: Upgrade, choice) -> bool:
     import builtins
     import importlib
@@ -304,10 +296,15 @@ def _install(module, cls, found: Upgrade, choice) -> bool:
     from warmlint.plugin_source import request_classes_read
     from warmlint.settings import Settings
 
-    source, added, what = found.source, found.added, found.note
+    from warmlint.plugin_defer import DEFER, choose, defer
+    from warmlint.plugin_run import replace_fields
+
+    source, threads = choose(found.source, found.deferred, lambda m: _logger().warning(
+        "warmlint plugin: %s", m))
+    added, what = found.added, found.note
     namespace = module.__dict__
     package = module.__name__.split(".")[0]
-    extra = {_REPLACE: _replace}
+    extra = {_REPLACE: replace_fields, DEFER: defer}
     if "envs." in source and "envs" not in namespace:  # the guard reads vLLM's env switches
         extra["envs"] = importlib.import_module(package + ".envs")
     # A v2 fix may start from the warmup function's request (`SamplingParams.
@@ -328,14 +325,17 @@ def _install(module, cls, found: Upgrade, choice) -> bool:
     exec(code, namespace, local)  # defines the method (checked source); runs none of it
     from warmlint.plugin_run import guarded
 
-    patched = guarded(local["_dummy_sampler_run"], cls._dummy_sampler_run, added, _logger)
+    patched = guarded(local["_dummy_sampler_run"], cls._dummy_sampler_run, added, _logger,
+                      threads)
     patched.__qualname__ = TARGET
     patched.__warmlint__ = True
-    patched.__warmlint_source__ = source
+    patched.__warmlint_source__ = found.source  # as checked; run: `source` (plugin_defer)
+    patched.__warmlint_threads__ = threads
     cls._dummy_sampler_run = patched
-    _logger().info("warmlint plugin: upgraded %s of %s (%s=%s): %d warmup call%s added%s",
+    _logger().info("warmlint plugin: upgraded %s of %s (%s=%s): %d warmup call%s added%s%s",
                    TARGET, module.__name__, SETTING, choice_text(choice), added,
-                   "" if added == 1 else "s", f"; {what}" if what else "")
+                   "" if added == 1 else "s", f"; {what}" if what else "",
+                   f"; run on {threads} threads" if threads > 1 else "")
     return True
 
 

@@ -36,6 +36,7 @@ the installed files in this process; it never runs.
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 from warmlint.files import DEFAULT_MAX_BYTES, read_regular
@@ -94,15 +95,29 @@ def inserted_statements(source, original: ast.FunctionDef, values: dict[str, str
         return None
     try:
         grammar = Grammar(original, values, classes)
-        candidate, found = module.body[0], []
+        candidate, found, own = module.body[0], [], []
         _strip(candidate, grammar.insert, found)
-        _strip(original := _copy(original), grammar.insert, [])
+        _strip(original := _copy(original), grammar.insert, own)
     except RecursionError:
         return None
     size = sum(isinstance(n, ast.stmt) for s in found for n in ast.walk(s))
     if not found or size > MAX_INSERTED or ast.dump(candidate) != ast.dump(original):
         return None
-    return found
+    return _less(found, own) or None
+
+
+def _less(found: list, own: list) -> list:
+    """``found`` without the installed method's own statements of the grammar's shape
+    (stripped from both sides above): what the source adds, in order."""
+    left = Counter(ast.dump(s) for s in own)
+    out = []
+    for stmt in found:
+        text = ast.dump(stmt)
+        if left[text]:
+            left[text] -= 1
+        else:
+            out.append(stmt)
+    return out
 
 
 def _copy(node: ast.AST) -> ast.AST:

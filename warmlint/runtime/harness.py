@@ -55,16 +55,22 @@ def load_warmup(release_dir, mode: str):
     if mode == "plugin":
         from warmlint import plugin
 
-        # what the plugin ships in vLLM: WARMLINT_PLUGIN_FIX (default: the whole fix)
-        upgraded = plugin.fixed_dummy_sampler_run_source(release_dir,
-                                                         choice=plugin.fix_choice())
-        info["plugin_changed"] = upgraded is not None
-        if upgraded is not None:
+        from warmlint import plugin_defer
+
+        # what the plugin ships in vLLM: WARMLINT_PLUGIN_FIX (default: the whole fix), its
+        # added calls on WARMLINT_PLUGIN_THREADS threads (plugin_defer)
+        found = plugin.fixed_upgrade(release_dir, choice=plugin.fix_choice())
+        info["plugin_changed"] = found is not None
+        if found is not None:
+            upgraded, threads = plugin_defer.choose(found.source, found.deferred,
+                                                    info.setdefault("warnings", []).append)
             method = method_from_text(upgraded, "<warmlint.plugin: _dummy_sampler_run>",
                                       method.bindings)
+            extra[plugin_defer.DEFER] = plugin_defer.defer
             extra[getattr(plugin, "_REPLACE", "__warmlint_replace")] = dataclasses.replace
             info["source"] = method.filename
             info["text"] = method.text
+            info["threads"] = threads
     elif mode != "original" and not mode.startswith("file:"):
         raise ValueError(f"unknown warmup mode {mode!r}")
     if "envs" in free_names(method.text) and "envs" not in method.bindings:
@@ -72,7 +78,19 @@ def load_warmup(release_dir, mode: str):
     namespace, unresolved = resolve(method, extra)
     info["names"] = sorted(namespace)
     info["unresolved"] = unresolved
-    return compile_method(method, namespace), info
+    function = compile_method(method, namespace)
+    if info.get("threads", 1) > 1:  # as plugin_run runs it: every deferred call joined
+        function = _deferring(function, info["threads"])
+    return function, info
+
+
+def _deferring(function, threads: int):
+    from warmlint.plugin_defer import run_deferred
+
+    def run(self, *args, **kwargs):
+        return run_deferred(function, threads, self, *args, **kwargs)
+
+    return run
 
 
 # --- the stand-in runner --------------------------------------------------------------
