@@ -378,9 +378,47 @@ def fix(finding, facts):
                     # configs (another warmup call launches the kernel there), the next
                     # round of `fix` sees it and adds that call.
                     break
+    if not edits and by_rows:
+        edits = _other_call_edits(gap, reasons)
     if not edits:
         raise NoFix(reasons[0] if reasons else "no warmup call that launches the kernel "
                     "passes one request object by name")
+    return edits
+
+
+def _other_call_edits(gap, reasons: list) -> list:
+    """No call that launched the kernel can be cut to N rows (the rejection sampler's
+    passes two request objects): another warmup call of the same configs, cut to N rows
+    and given the fields of a serving path that launches the kernel in the missing class
+    from that call's request alone (the sampler's own call, with a seed), guarded by the
+    configs where the gap holds. A later round of ``fix`` sees whether it took."""
+    edits = []
+    for cls in sorted(gap.missing):
+        rows = gap.smallest_batch(cls)
+        for call in gap.other_calls if rows is not None else ():
+            arg = call.request_argument(call.request_classes)
+            if arg is None or len(call.request_classes) != 1:
+                continue
+            try:
+                changes = gap.own_request_changes(arg, cls)
+            except NoFix as exc:
+                reasons.append(exc.reason)
+                continue
+            guard, reads_envs = call.guard(gap.gap_decisions(call))
+            if call.batch_var:
+                guard.append(f"{call.batch_var} > {rows}")
+            names = ("envs",) * reads_envs + ("torch",) * any("torch" in v for _, v in changes)
+            fields = ", ".join(f"{k}={v}" for k, v in changes)
+            edits.append(InsertCall(
+                call.path, call.function, call.anchor, call.code, arg.key,
+                set_fields=tuple(changes), rows=Rows(rows, call.per_row_arguments,
+                                                     arg.per_row_fields),
+                guard=tuple(guard), names=names,
+                note=(f"Warm `{gap.kernel_name}` for a batch of {rows} rows ({gap.param} "
+                      f"{cls}) through this call with {fields}, the variant a serving "
+                      "path compiles there: Triton compiles it once per class of "
+                      f"{gap.param} (added by warmlint fix).")))
+            break
     return edits
 
 

@@ -22,11 +22,13 @@ Sites are ``state.BranchSite`` records (``path``, ``line``, ``col``, ``function`
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from typing import NamedTuple
 
 from warmlint import sinks as sink_table
+from warmlint.edits import NoFix
 from warmlint.serving import BATCH_INPUT
 from warmlint.specialization import ALIGNED
 from warmlint.values import IntExpr, options
@@ -124,6 +126,9 @@ class Facts:
         if id(entry) not in self._calls:
             self._calls[id(entry)] = (entry, WarmupCall(entry, self._analysis.resolver, self._memo))
         return self._calls[id(entry)][1]
+
+
+_CLASS = re.compile(r"\b([A-Z]\w*)\.")  # a class named in a path's fact key
 
 
 def _warmups(program) -> tuple:
@@ -267,6 +272,42 @@ class SpecializationGap:
 
         paths = [hit.facts for _, hit in self._gap.missing_hits.get(cls, [])]
         return best(paths, arg.values, arg.cls, self._facts.settings.fix_values)
+
+    def own_request_changes(self, arg: RequestArgument, cls: str) -> list:
+        """``request_changes`` over the serving paths whose request facts are all about
+        ``arg``'s class (a speculative path's rows come with its other request object)."""
+        from warmlint.request_values import best
+
+        paths = [hit.facts for _, hit in self._gap.missing_hits.get(cls, [])
+                 if all(name == arg.cls for key in hit.facts for name in _CLASS.findall(key))]
+        if not paths:
+            raise NoFix(f"no serving path in class {cls} is about {arg.cls} alone")
+        return best(paths, arg.values, arg.cls, self._facts.settings.fix_values)
+
+    @property
+    def other_calls(self) -> list:
+        """Entry calls of the warmups where the gap holds that did not launch the kernel
+        (the sampler's own call, on the FlashInfer branch): given a serving path's
+        request fields, one of them may."""
+        program, out, warm = self._gap.program, [], self.warm_calls
+        for i in sorted(self._gap.leaves):
+            for entry in program.leaves[i].warm.entries:
+                call = self._facts.call(entry)
+                if call.anchor is not None and call not in warm and call not in out:
+                    out.append(call)
+        return out
+
+    def gap_decisions(self, call: WarmupCall) -> list:
+        """Config decisions common to the leaves where the gap holds, less those under
+        which ``call`` runs at all (its own guard already says them)."""
+        program, node = self._gap.program, call._entry.node
+        held = [program.leaves[i] for i in sorted(self._gap.leaves)]
+        runs = [leaf for leaf in program.leaves if any(e.node is node for e in leaf.warm.entries)]
+        if not held:
+            return []
+        common = set.intersection(*(set(leaf.decisions) for leaf in held))
+        common -= set.intersection(*(set(leaf.decisions) for leaf in runs)) if runs else set()
+        return [d for d in held[0].decisions if d in common]
 
     def witness(self, cls: str) -> tuple | None:
         """For a derived ``param``: (request field key, its smallest value within
