@@ -404,16 +404,15 @@ def _other_call_edits(gap, reasons: list) -> list:
             except NoFix as exc:
                 reasons.append(exc.reason)
                 continue
-            guard, reads_envs = call.guard(gap.gap_decisions(call))
-            if call.batch_var:
-                guard.append(f"{call.batch_var} > {rows}")
-            names = ("envs",) * reads_envs + ("torch",) * any("torch" in v for _, v in changes)
+            guard, names = _guarded(gap, call, (f"{call.batch_var} > {rows}",)
+                                    if call.batch_var else (), gap.gap_decisions(call))
+            names += ("torch",) * any("torch" in v for _, v in changes)
             fields = ", ".join(f"{k}={v}" for k, v in changes)
             edits.append(InsertCall(
                 call.path, call.function, call.anchor, call.code, arg.key,
                 set_fields=tuple(changes), rows=Rows(rows, call.per_row_arguments,
                                                      arg.per_row_fields),
-                guard=tuple(guard), names=names,
+                guard=guard, names=names,
                 note=(f"Warm `{gap.kernel_name}` for a batch of {rows} rows ({gap.param} "
                       f"{cls}) through this call with {fields}, the variant a serving "
                       "path compiles there: Triton compiles it once per class of "
@@ -539,8 +538,11 @@ def _metadata_edits(gap, values: list, why: str) -> list:
                 f"{values[0][1][0] if values else 'request'} object by name")
 
 
-def _guarded(gap, call, extra: tuple = ()) -> tuple:
-    guard, reads_envs = call.guard(gap.launch_decisions(call))
+def _guarded(gap, call, extra: tuple = (), decisions: list | None = None) -> tuple:
+    """(guard, names): ``decisions`` (default: where ``call`` launched the kernel) as
+    source, then ``extra``."""
+    guard, reads_envs = call.guard(gap.launch_decisions(call) if decisions is None
+                                   else decisions)
     return tuple(guard) + extra, ("envs",) * reads_envs
 
 

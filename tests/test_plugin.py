@@ -89,12 +89,17 @@ def installed(tmp_path, monkeypatch):
     return load
 
 
-def _warm(module, mode: str) -> list:
+def _warmed(module, mode: str):
+    """A runner of ``module`` after one run of its warmup (its sampler records the calls)."""
     config = types.SimpleNamespace(model_config=types.SimpleNamespace(logprobs_mode=mode))
     runner = module.GPUModelRunner(config, "cpu")
     runner.model = types.SimpleNamespace(compute_logits=lambda h: _Logits([0.0] * 8))
     runner._dummy_sampler_run(hidden_states=None)
-    return [bool(c.generators) for c in runner.sampler.calls]
+    return runner
+
+
+def _warm(module, mode: str) -> list:
+    return [bool(c.generators) for c in _warmed(module, mode).sampler.calls]
 
 
 @pytest.mark.parametrize("flashinfer", [True, False])
@@ -215,10 +220,7 @@ def test_register_ships_the_whole_fix(installed, monkeypatch, caplog):
     expected, added = fix_method(root, "vllm/v1/worker/gpu_model_runner.py")
     assert canonical(method.__warmlint_source__) == canonical(expected)
     assert "replace(" not in method.__warmlint_source__.replace("__warmlint_replace(", "")
-    config = types.SimpleNamespace(model_config=types.SimpleNamespace(logprobs_mode="raw_logprobs"))
-    runner = module.GPUModelRunner(config, "cpu")
-    runner.model = types.SimpleNamespace(compute_logits=lambda h: _Logits([0.0] * 8))
-    runner._dummy_sampler_run(hidden_states=None)
+    runner = _warmed(module, "raw_logprobs")
     calls = [bool(c.generators) for c in runner.sampler.calls]
     # each inserted call runs where its guard holds (not the 8-row ones: 8 rows here)
     assert added > 1 and 2 < len(calls) <= 1 + added and calls[0] is False and any(calls)
@@ -278,10 +280,7 @@ def test_one_thread_or_a_bad_setting_runs_the_added_calls_serially(installed, mo
     module = importlib.import_module(plugin.TARGET_MODULE)
     method = module.GPUModelRunner._dummy_sampler_run
     assert method.__warmlint__ and method.__warmlint_threads__ == 1
-    config = types.SimpleNamespace(model_config=types.SimpleNamespace(logprobs_mode="raw_logprobs"))
-    runner = module.GPUModelRunner(config, "cpu")
-    runner.model = types.SimpleNamespace(compute_logits=lambda h: _Logits([0.0] * 8))
-    runner._dummy_sampler_run(hidden_states=None)
+    runner = _warmed(module, "raw_logprobs")
     assert len(runner.sampler.threads) > 2
     assert set(runner.sampler.threads) == {threading.current_thread().name}
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]

@@ -155,9 +155,15 @@ def test_bad_threads_setting(raw):
 
 
 def test_the_default_is_serial(monkeypatch):
+    source = textwrap.dedent(FIXED)
+    inserted = inserted_statements(source, _original(), {})
     monkeypatch.delenv("WARMLINT_PLUGIN_THREADS", raising=False)
     assert plugin_defer.threads() == 1
-    assert plugin_defer.choose("serial", "deferred", print) == ("serial", 1)
+    assert plugin_defer.choose(source, inserted, print) == (source, 1)
     monkeypatch.setenv("WARMLINT_PLUGIN_THREADS", "4")
-    assert plugin_defer.choose("serial", "deferred", print) == ("deferred", 4)
-    assert plugin_defer.choose("serial", None, print) == ("serial", 1)  # v2: serial
+    assert plugin_defer.choose(source, inserted, print) == (
+        plugin_defer.defer_calls(source, inserted), 4)
+    assert plugin_defer.choose(source, (), print) == (source, 1)  # nothing to defer
+    v2 = textwrap.dedent(V2)
+    fn = ast.parse(v2).body[0]
+    assert plugin_defer.choose(v2, [fn.body[1], fn.body[2]], print) == (v2, 1)  # v2: serial

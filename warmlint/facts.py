@@ -300,14 +300,7 @@ class SpecializationGap:
     def gap_decisions(self, call: WarmupCall) -> list:
         """Config decisions common to the leaves where the gap holds, less those under
         which ``call`` runs at all (its own guard already says them)."""
-        program, node = self._gap.program, call._entry.node
-        held = [program.leaves[i] for i in sorted(self._gap.leaves)]
-        runs = [leaf for leaf in program.leaves if any(e.node is node for e in leaf.warm.entries)]
-        if not held:
-            return []
-        common = set.intersection(*(set(leaf.decisions) for leaf in held))
-        common -= set.intersection(*(set(leaf.decisions) for leaf in runs)) if runs else set()
-        return [d for d in held[0].decisions if d in common]
+        return self._beyond_call(call, sorted(self._gap.leaves))
 
     def witness(self, cls: str) -> tuple | None:
         """For a derived ``param``: (request field key, its smallest value within
@@ -329,20 +322,26 @@ class SpecializationGap:
         """Config decisions under which ``call`` launched the kernel where the gap holds,
         less those under which the call runs at all (its own guard already says them)."""
         program, node = self._gap.program, call._entry.node
-
-        def common(indices):
-            sets = [set(program.leaves[i].decisions) for i in indices]
-            return set.intersection(*sets) if sets else set()
-
         launched = [i for i in sorted(self._gap.leaves) if any(
             h.sink_id == self.kernel and h.entry is not None and h.entry.node is node
             for h in program.leaves[i].warm.hits)]
-        runs = [i for i, leaf in enumerate(program.leaves)
-                if any(e.node is node for e in leaf.warm.entries)]
-        if not launched:
+        return self._beyond_call(call, launched)
+
+    def _beyond_call(self, call: WarmupCall, indices: list) -> list:
+        """Config decisions common to the leaves ``indices``, less those common to the
+        leaves where ``call`` runs at all (its own guard already says them)."""
+        program, node = self._gap.program, call._entry.node
+
+        def common(leaves):
+            sets = [set(leaf.decisions) for leaf in leaves]
+            return set.intersection(*sets) if sets else set()
+
+        if not indices:
             return []
-        needed = common(launched) - common(runs)
-        return [d for d in program.leaves[launched[0]].decisions if d in needed]
+        chosen = [program.leaves[i] for i in indices]
+        runs = [leaf for leaf in program.leaves if any(e.node is node for e in leaf.warm.entries)]
+        needed = common(chosen) - common(runs)
+        return [d for d in chosen[0].decisions if d in needed]
 
     @property
     def warm_calls(self) -> list:

@@ -32,7 +32,7 @@ import keyword
 import logging
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from warmlint.plugin_source import REPLACE as _REPLACE
@@ -116,7 +116,8 @@ class Upgrade:
     left_out: tuple = ()
     added: int = 0  # warmup calls, and a note of what they warm (``plugin_fix.describe``)
     note: str = ""
-    deferred: str | None = None  # the source with its added calls on a pool (plugin_defer)
+    # its inserted statements as the check found them (plugin_defer): derived from source
+    inserted: tuple = field(default=(), compare=False, repr=False)
 
 
 def _settings(target: Target, choice):
@@ -208,11 +209,9 @@ def _generate(cache, key: str, root: Path, replace_name: str, target: Target, se
 
 def _checked(source: str, inserted: list, left_out) -> Upgrade:
     """An Upgrade of a checked source, with what its inserted statements add."""
-    from warmlint.plugin_defer import defer_calls
     from warmlint.plugin_fix import describe
 
-    return Upgrade(source, _left_out(left_out), *describe(source, inserted),
-                   defer_calls(source, inserted) if inserted else None)
+    return Upgrade(source, _left_out(left_out), *describe(source, inserted), tuple(inserted))
 
 
 def _inserted(source, root: Path, target: Target, settings) -> list | None:
@@ -299,7 +298,7 @@ def _install(module, cls, found: Upgrade, choice) -> bool:
     from warmlint.plugin_defer import DEFER, choose, defer
     from warmlint.plugin_run import replace_fields
 
-    source, threads = choose(found.source, found.deferred, lambda m: _logger().warning(
+    source, threads = choose(found.source, found.inserted, lambda m: _logger().warning(
         "warmlint plugin: %s", m))
     added, what = found.added, found.note
     namespace = module.__dict__

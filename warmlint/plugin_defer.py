@@ -38,7 +38,6 @@ DEFER = "__warmlint_defer"
 SETTING = "WARMLINT_PLUGIN_THREADS"
 DEFAULT_THREADS = 1  # measured: threads buy ~20% of the warmup at 2-3x its peak memory
 MAX_THREADS = 64
-_SERIAL_ONLY = ("add_request", "apply_staged_writes")  # v2 row fills (plugin_source)
 
 
 def threads(raw: str | None = None) -> int:
@@ -61,13 +60,16 @@ def defer_calls(source: str, inserted: list) -> str | None:
     ``__warmlint_defer(self.X, ...)``; None where nothing is deferred (no added call, or
     a v2 fix). ``inserted``: the added statements ``plugin_source`` found in ``source``
     (their positions name them; statements of vLLM's own are never rewritten)."""
+    from warmlint.plugin_source import PUBLISH_METHODS, STATE_METHODS
+
+    serial_only = STATE_METHODS + PUBLISH_METHODS  # v2 row fills
     spans = {_span(s) for s in inserted}
     module = ast.parse(source)
     added = [n for n in ast.walk(module) if isinstance(n, ast.stmt) and _span(n) in spans]
     calls = []
     for stmt in added:
         for node in ast.walk(stmt):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in _SERIAL_ONLY:
+            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") in serial_only:
                 return None
             if not isinstance(node, (ast.If, ast.Expr, ast.expr, ast.expr_context,
                                      ast.keyword, ast.operator, ast.cmpop, ast.boolop,
@@ -168,13 +170,16 @@ def _in_context(ctx):
     return run
 
 
-def choose(source: str, deferred: str | None, warn) -> tuple[str, int]:
-    """(the method source to install, its pool size): the rewrite where there is one and
-    ``WARMLINT_PLUGIN_THREADS`` allows more than one thread; a bad setting is one warning
-    (``warn(message)``) and the calls stay serial."""
+def choose(source: str, inserted, warn) -> tuple[str, int]:
+    """(the method source to install, its pool size): ``source`` with its ``inserted``
+    calls deferred (``defer_calls``) where ``WARMLINT_PLUGIN_THREADS`` allows more than one
+    thread and there is a call to defer; a bad setting is one warning (``warn(message)``)
+    and the calls stay serial. The rewrite is made only then: the default start-up pays
+    nothing for it."""
     try:
         n = threads()
     except ValueError as exc:
         warn(f"{exc}; the added warmup calls run one after another")
         n = 1
-    return (deferred, n) if deferred is not None and n > 1 else (source, 1)
+    deferred = defer_calls(source, list(inserted)) if n > 1 and inserted else None
+    return (deferred, n) if deferred is not None else (source, 1)

@@ -62,7 +62,7 @@ def load_warmup(release_dir, mode: str):
         found = plugin.fixed_upgrade(release_dir, choice=plugin.fix_choice())
         info["plugin_changed"] = found is not None
         if found is not None:
-            upgraded, threads = plugin_defer.choose(found.source, found.deferred,
+            upgraded, threads = plugin_defer.choose(found.source, found.inserted,
                                                     info.setdefault("warnings", []).append)
             method = method_from_text(upgraded, "<warmlint.plugin: _dummy_sampler_run>",
                                       method.bindings)
