@@ -113,6 +113,8 @@ def test_cheap_leaves_are_not_forked():
 
 @pytest.mark.parametrize("jobs, work, parse, forked", [
     (2, 0.15, 0.0, True),    # a second core pays from FORK_MIN_SECONDS_PARALLEL
+    (2, 0.08, 0.0, True),    # (0.34.0's v2 leaves: ~0.1 s, on both sides of the old bar)
+    (2, 0.03, 0.0, False),   # v1 leaves: 0.002-0.026 s
     (1, 0.15, 0.0, False),   # one core: sharing 0.15 s does not pay for a fork
     (1, 0.35, 0.0, True),
     (2, 0.0, 0.2, False),    # parsing is inherited by a child, not shared work

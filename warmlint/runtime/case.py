@@ -26,6 +26,7 @@ import traceback
 from pathlib import Path
 
 from warmlint.runtime.jitcount import fresh_compile_caches
+from warmlint.runtime.first_profile import FirstStepProfile
 
 
 def _args(argv):
@@ -154,17 +155,20 @@ def run(args, result: dict) -> None:
     if function is not None:
         runner.bind(function)
         result["warmup"] = harness.run_warmup(runner, args.warmup_batch)
-    steps = harness.run_steps(runner, args.kind, args.batch, steps=args.steps)
-    _finish(args, result, steps)
+    profile = FirstStepProfile()
+    steps = harness.run_steps(runner, args.kind, args.batch, steps=args.steps, profile=profile)
+    _finish(args, result, steps, profile)
 
 
-def _finish(args, result: dict, steps: list) -> None:
+def _finish(args, result: dict, steps: list, profile: FirstStepProfile) -> None:
     result["steps"] = [{"seconds": round(s, 4), "events": ev.as_dict()} for ev, s in steps]
     first, rest = steps[0], steps[1:]
     result["request"] = {
         "kind": args.kind, "batch": args.batch, "events": first[0].as_dict(),
         "first_s": round(first[1], 4), "second_s": round(rest[0][1], 4) if rest else None,
     }
+    if profile.entries is not None:
+        result["first_step_profile"] = profile.entries
     result["vllm_modules"] = sorted(m for m in sys.modules if m == "vllm" or m.startswith("vllm."))
     result["status"] = "ok"
 
@@ -191,8 +195,10 @@ def run_v2(args, result: dict) -> None:
         runner.bind(function)
         result["warmup"] = harness_v2.run_warmup(runner, args.warmup_batch,
                                                  kernels=args.warmup_kernels)
-    steps = harness_v2.run_steps(runner, args.kind, args.batch, steps=args.steps)
-    _finish(args, result, steps)
+    profile = FirstStepProfile()
+    steps = harness_v2.run_steps(runner, args.kind, args.batch, steps=args.steps,
+                                 profile=profile)
+    _finish(args, result, steps, profile)
 
 
 def main(argv=None) -> int:

@@ -281,13 +281,14 @@ def make_metadata(kind: str, batch: int, device, seed: int = 0):
 
 
 def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
-              seed: int = 0) -> list[tuple]:
+              seed: int = 0, profile=None) -> list[tuple]:
     """[(JitEvents, seconds)] for ``steps`` sampler calls on one request batch.
 
     Everything runs under ``torch.inference_mode()`` as vLLM's execute_model does: Dynamo
     guards on grad mode and on inference tensors, so outside it a compiled helper would
     recompile for a reason production never sees. ``SPEC_KINDS`` go through the runner's
     rejection sampler, as a decoding step with one draft token per request does.
+    ``profile``: a ``first_profile.FirstStepProfile`` (or None) around each step.
     """
     import torch
 
@@ -312,16 +313,22 @@ def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
         hidden = torch.rand(rows, runner.model.hidden_size, generator=gen,
                             dtype=runner.model.dtype, device=runner.device)
         logits = runner.model.compute_logits(hidden)
-        for _ in range(steps):
+        for step in range(steps):
             step_logits = logits.clone()  # the samplers may edit their input in place
             _sync(runner.device)
-            with JitEvents() as events:
+            with JitEvents() as events, _profiled(profile, step):
                 begin = _now()
                 call(step_logits)
                 _sync(runner.device)
                 seconds = _now() - begin
             out.append((events, seconds))
     return out
+
+
+def _profiled(profile, step: int):
+    import contextlib
+
+    return contextlib.nullcontext() if profile is None else profile.step(step)
 
 
 def first_step(runner: StandInRunner, kind: str, batch: int):

@@ -35,7 +35,7 @@ import inspect
 import types
 from pathlib import Path
 
-from warmlint.runtime.harness import LMHead, StandInConfig, _now, _sync
+from warmlint.runtime.harness import LMHead, StandInConfig, _now, _profiled, _sync
 from warmlint.runtime.methods import compile_method, free_names, read_method, resolve
 from warmlint.runtime.requests import Kind, parse_kind, token_ids
 
@@ -326,7 +326,7 @@ def run_warmup(runner: V2StandInRunner, batch: int, kernels: bool = True) -> dic
 # --- the request under test -----------------------------------------------------------
 
 def run_steps(runner: V2StandInRunner, kind: str, batch: int, steps: int = 2,
-              seed: int = 0) -> list[tuple]:
+              seed: int = 0, profile=None) -> list[tuple]:
     """[(JitEvents, seconds)] for a request batch's first ``steps`` sampler steps.
 
     Step 1 is what the batch's first step costs in vLLM: admitting the requests (their
@@ -344,7 +344,7 @@ def run_steps(runner: V2StandInRunner, kind: str, batch: int, steps: int = 2,
         for step in range(steps):
             step_logits = logits.clone()  # the sampler edits its input in place
             _sync(runner.device)
-            with JitEvents() as events:
+            with JitEvents() as events, _profiled(profile, step):
                 begin = _now()
                 if step == 0:
                     admitted = admit(runner, params, PROMPT_LEN, "req_")
