@@ -25,8 +25,8 @@ import time
 import traceback
 from pathlib import Path
 
-from warmlint.runtime.jitcount import fresh_compile_caches
 from warmlint.runtime.first_profile import FirstStepProfile
+from warmlint.runtime.jitcount import fresh_compile_caches
 
 
 def _args(argv):

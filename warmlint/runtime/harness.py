@@ -17,6 +17,7 @@ import importlib
 import types
 from pathlib import Path
 
+from warmlint.runtime.first_profile import FirstStepProfile
 from warmlint.runtime.requests import BASE_KINDS, SPEC_KINDS, parse_kind, token_ids
 from warmlint.runtime.methods import (  # re-exported for callers and tests
     Method, Unavailable, compile_method, free_names, import_bindings, method_from_text,
@@ -288,12 +289,13 @@ def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
     guards on grad mode and on inference tensors, so outside it a compiled helper would
     recompile for a reason production never sees. ``SPEC_KINDS`` go through the runner's
     rejection sampler, as a decoding step with one draft token per request does.
-    ``profile``: a ``first_profile.FirstStepProfile`` (or None) around each step.
+    ``profile``: a ``first_profile.FirstStepProfile`` around each step (default: none).
     """
     import torch
 
     from warmlint.runtime.jitcount import JitEvents
 
+    profile = profile or FirstStepProfile(enabled=False)
     out = []
     parsed = parse_kind(kind, "v1")
     with torch.inference_mode():
@@ -316,19 +318,13 @@ def run_steps(runner: StandInRunner, kind: str, batch: int, steps: int = 2,
         for step in range(steps):
             step_logits = logits.clone()  # the samplers may edit their input in place
             _sync(runner.device)
-            with JitEvents() as events, _profiled(profile, step):
+            with JitEvents() as events, profile.step(step):
                 begin = _now()
                 call(step_logits)
                 _sync(runner.device)
                 seconds = _now() - begin
             out.append((events, seconds))
     return out
-
-
-def _profiled(profile, step: int):
-    import contextlib
-
-    return contextlib.nullcontext() if profile is None else profile.step(step)
 
 
 def first_step(runner: StandInRunner, kind: str, batch: int):

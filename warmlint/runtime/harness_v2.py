@@ -35,7 +35,8 @@ import inspect
 import types
 from pathlib import Path
 
-from warmlint.runtime.harness import LMHead, StandInConfig, _now, _profiled, _sync
+from warmlint.runtime.first_profile import FirstStepProfile
+from warmlint.runtime.harness import LMHead, StandInConfig, _now, _sync
 from warmlint.runtime.methods import compile_method, free_names, read_method, resolve
 from warmlint.runtime.requests import Kind, parse_kind, token_ids
 
@@ -338,13 +339,14 @@ def run_steps(runner: V2StandInRunner, kind: str, batch: int, steps: int = 2,
     from warmlint.runtime.jitcount import JitEvents
 
     params = request_params(kind, batch, seed)
+    profile = profile or FirstStepProfile(enabled=False)
     out = []
     with torch.inference_mode():
         logits = _logits(runner, batch, seed + 1)
         for step in range(steps):
             step_logits = logits.clone()  # the sampler edits its input in place
             _sync(runner.device)
-            with JitEvents() as events, _profiled(profile, step):
+            with JitEvents() as events, profile.step(step):
                 begin = _now()
                 if step == 0:
                     admitted = admit(runner, params, PROMPT_LEN, "req_")
