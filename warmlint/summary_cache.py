@@ -60,8 +60,8 @@ def _str_table(value) -> bool:
 
 
 # What the entries hold; bumped when that changes (5: JSON tables of contents, entries
-# carry the format and are validated on read).
-FORMAT = 5
+# carry the format and are validated on read; 6: code digests hash pickles, shift.py).
+FORMAT = 6
 
 
 class SummaryCache:

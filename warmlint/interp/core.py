@@ -119,24 +119,23 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         return self.exec_stmts(suite.body, states)  # an indented block or `if x: y`
 
     def exec_stmts(self, stmts, states: list) -> Flow:
-        flow = Flow(normal=states)
         result = Flow()
         for stmt in stmts:
-            if not flow.normal:
+            if not states:
                 break
-            step = Flow()
-            for st in flow.normal:
+            step = self.exec_stmt(stmt, states[0]) if len(states) == 1 else Flow()
+            for st in states if len(states) > 1 else ():
                 step.absorb(self.exec_stmt(stmt, st))
             result.returns += step.returns
             result.breaks += step.breaks
             result.continues += step.continues
-            flow = Flow(normal=absorb(self.merge(step.normal)))
-        result.normal = flow.normal
+            states = step.normal if len(step.normal) < 2 else absorb(self.merge(step.normal))
+        result.normal = states
         return result
 
     def exec_stmt(self, stmt: cst.CSTNode, state: State) -> Flow:
         self.tick()
-        if isinstance(stmt, cst.SimpleStatementLine):
+        if type(stmt) is cst.SimpleStatementLine:  # (isinstance on LibCST's ABCs costs)
             return self.exec_stmts(stmt.body, [state])
         return handler_for(type(self), _STMT_HANDLERS, "stmt_", type(stmt), _skip_stmt)(
             self, stmt, state)
@@ -357,21 +356,22 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     def assign(self, target: cst.BaseExpression, value: Value, state: State) -> State:
         if not state.pc.empty:
             value = value.with_taint(state.pc)
-        if isinstance(target, cst.Name):
+        kind = type(target)  # final LibCST classes: no isinstance through ABCMeta
+        if kind is cst.Name:
             st = state.fork()
             st.env[target.value] = value
             return st
-        if isinstance(target, (cst.Tuple, cst.List)):
+        if kind is cst.Tuple or kind is cst.List:
             elements = [e.value for e in target.elements]
             parts = self.unpack(value, len(elements))
             for elt, part in zip(elements, parts):
                 state = self.assign(elt, part, state)
             return state
-        if isinstance(target, cst.Attribute):
+        if kind is cst.Attribute:
             for st, obj in self.eval(target.value, state):
                 state = self.set_attr(obj, target.attr.value, value, st)
             return state
-        if isinstance(target, cst.Subscript):
+        if kind is cst.Subscript:
             for st, container in self.eval(target.value, state):
                 state = self.set_item(container, target, value, st)
             return state

@@ -51,8 +51,9 @@ JOIN_OPERANDS_OVER = 8
 class ExprMixin(ContainerMixin):
     def eval(self, node: cst.BaseExpression, state: State) -> list:
         self.tick()
-        return handler_for(type(self), _EXPR_HANDLERS, "expr_", type(node), _unknown_expr)(
-            self, node, state)
+        handler = _EXPR_HANDLERS.get(type(node)) or handler_for(
+            type(self), _EXPR_HANDLERS, "expr_", type(node), _unknown_expr)
+        return handler(self, node, state)
 
     def eval_seq(self, nodes, state: State) -> list:
         """Evaluate nodes left to right: (state, [values]) pairs."""
