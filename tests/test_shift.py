@@ -24,9 +24,11 @@ def digest(source: str) -> str:
     (BASE.replace("# inside", "# Inside"), None),  # a '#' line inside the docstring
     (BASE.replace("x + 1", "x + 2"), None),
     (BASE.replace("x + 1", "x+1"), None),  # same ast, another line of code: new shape
-    # the same ast at the same places: the stored result holds (its quoted source texts
-    # keep the old quotes)
-    (BASE.replace("'''doc", '"""doc').replace("string'''", 'string"""'), "same"),
+    # the same ast at the same places, but messages quote the code: new code
+    (BASE.replace("'''doc", '"""doc').replace("string'''", 'string"""'), None),
+    (BASE.replace("x + 1", "x + 0o1"), None),
+    (BASE.replace("return x + 1", "return x + 'é'"), None),
+    (BASE.replace("return x + 1", "return 'é' + \"a\""), None),  # vs 'é' + 'a' below
 ])
 def test_edit_verdicts(edited, verdict):
     assert compare(digest(edited), digest(BASE)) == verdict
@@ -38,3 +40,10 @@ def test_digest_is_the_same_in_another_process():
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            check=True).stdout.strip()
     assert other == digest(BASE)
+
+
+def test_spelling_after_a_wide_character():
+    single = BASE.replace("return x + 1", "return 'é' + 'a'")
+    double = BASE.replace("return x + 1", "return 'é' + \"a\"")
+    assert compare(digest(single), digest(single + "# c\n")) == "same"
+    assert compare(digest(double), digest(single)) is None

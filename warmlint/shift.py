@@ -1,19 +1,21 @@
 """Stored results survive edits that only move code.
 
 A comment line or a blank line added above a branch changes no code but moves every
-position below it. A file's code digest is two digests: its ``ast`` with positions
-(``code``), and its *shape*: its lines of code (blank and comment-only lines left out, so
+position below it. A file's code digest is two digests: its ``ast`` with positions and
+the spelling of its literals (``code``: messages quote the code, so ``'a'`` -> ``"a"`` is
+new code), and its *shape*: its lines of code (blank and comment-only lines left out, so
 every code line keeps its bytes and its columns, and the source texts in messages stay
 what a fresh run would show; a re-wrapped call or a change of quotes is a new shape) plus
 its string constants in order. Two sources with the same lines of code differ only in
 lines that are blank or start with ``#``: outside a string those are comments and blank
 lines, inside one they change the string's value, which the constants hold; so the same
 shape is the same ``ast`` without positions. Both digests hash pickles, not ``ast.dump``
-text: a third of the time on vLLM's trees (pickles of one Python version are stable; a
-digest from another is only a cache miss). When a changed file keeps its shape, the stored result
-is still the analysis of that file's code, at other lines, in the same columns. For each
-line the result reports in a file, the cache stores which line of code it is (its index
-among the lines of code); moving the result means reading where that line of code is now.
+text, which cost twice as much (a pickle from another Python version is only a miss).
+
+When a changed file keeps its shape, the stored result is still the analysis of that
+file's code, at other lines, in the same columns. For each line the result reports in a
+file, the cache stores which line of code it is (its index among the lines of code);
+moving the result means reading where that line of code is now.
 A reported line that is not a line of code cannot be anchored: then the run is redone.
 """
 
@@ -26,12 +28,33 @@ import re
 
 from warmlint.decode import decode_source
 
+
 def tree_digest(tree: ast.AST, source: str) -> str:
     """``code/shape`` of a module's tree and its source text."""
     code = "\n".join(line.rstrip() for _, line in _code_lines(source))
-    strings = [node.value for node in ast.walk(tree)
-               if type(node) is ast.Constant and isinstance(node.value, (str, bytes))]
-    return f"{_sha1_of(tree)}/{_sha1_of((code, strings))}"
+    constants = [node for node in ast.walk(tree) if type(node) is ast.Constant]
+    strings = [node.value for node in constants if isinstance(node.value, (str, bytes))]
+    return f"{_sha1_of((tree, _spellings(constants, source)))}/{_sha1_of((code, strings))}"
+
+
+def _spellings(constants: list, source: str) -> list:
+    """How each literal is written where its ``ast`` is silent: ``'a'`` and ``"a"`` (or
+    ``0o7`` and ``0x7``) are one ``Constant`` at the same place, but a message quoting the
+    code shows the spelling, so a changed spelling is not the same code. The first and
+    last line of each literal (quotes and prefixes live there; the lines between are in
+    its value), from the UTF-8 bytes the column offsets count."""
+    try:
+        lines = source.encode("utf-8", "surrogatepass").split(b"\n")
+        out = []
+        for node in constants:
+            first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
+            if node.lineno == node.end_lineno:
+                out.append(first[node.col_offset:node.end_col_offset])
+            else:
+                out += [first[node.col_offset:], last[:node.end_col_offset]]
+        return out
+    except (IndexError, TypeError):  # positions the split does not match: the whole text
+        return [source]
 
 
 def _sha1_of(obj) -> str:
