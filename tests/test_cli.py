@@ -3,7 +3,10 @@ hidden is counted), progress on stderr, `fix --out DIR`, and the tests' own cach
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -114,6 +117,21 @@ def test_quiet_and_fast_runs_print_no_progress(tmp_path):
     assert _progress_lines(fix) == []
     fix = run_cli("fix", "--diff", str(root), env=fast)
     assert _progress_lines(fix)
+
+
+def test_the_hard_exit_flushes_a_report_redirected_to_a_file(tmp_path):
+    # `python -m warmlint.cli` (like the console script) leaves with os._exit, skipping
+    # the interpreter's shutdown: the report must still arrive whole in a file (block
+    # buffered), with the exit status main returned.
+    root = make_tree(tmp_path, "base")
+    out = tmp_path / "report.json"
+    with open(out, "w") as fh:
+        proc = subprocess.run([sys.executable, "-m", "warmlint.cli", "check", "--no-cache",
+                               "--format", "json", str(root)], stdout=fh,
+                              stderr=subprocess.PIPE, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(out.read_text())
+    assert report["findings"] and report["stats"]["complete"] is True
 
 
 # -- fix --out DIR --------------------------------------------------------------------------

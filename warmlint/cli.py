@@ -81,6 +81,24 @@ def main(argv: list[str] | None = None) -> int:
         _on_sigterm(previous)
 
 
+def entry() -> None:
+    """The console script (and ``python -m warmlint.cli``): ``main``, then a hard exit.
+
+    Freeing the analysis's objects at interpreter shutdown costs 0.2-0.3 s on vLLM 0.34.0
+    (a twelfth of a cold run) for nothing: the process is ending. Like mypy's
+    ``hard_exit``, the streams are flushed and the process leaves with ``os._exit``.
+    Every file warmlint writes is closed before ``main`` returns (``files.write_file``),
+    and it registers no ``atexit`` hook; ``main`` itself, called in-process, returns.
+    """
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed or broken stream: nothing more to say
+            code = code or 2
+    os._exit(code if isinstance(code, int) else 2)
+
+
 def _on_sigterm(handler):
     """Install ``handler`` for SIGTERM; the previous one (None off the main thread)."""
     if handler is None:
@@ -92,4 +110,4 @@ def _on_sigterm(handler):
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    entry()
