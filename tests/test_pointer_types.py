@@ -140,3 +140,39 @@ def test_modules_searched_by_text_are_dependencies_without_a_table_of_contents(t
     FieldTypes(tree, []).get(RUNNER, "Meta", "top_k")
     assert {"pkg/worker/batch.py", "pkg/worker/unused.py"} <= set(tree.files_read)
     assert tree._tocs.keys().isdisjoint({"pkg.worker.unused", "pkg.worker.batch"})
+
+
+def test_the_runner_parsed_for_its_table_of_contents_is_not_parsed_again(tree, monkeypatch):
+    """The index keeps the ``ast`` it built a TOC from; field types read from it are the
+    ones a fresh parse gives (a cached TOC has no ``ast``: then the text is parsed)."""
+    import ast as ast_module
+
+    from warmlint import field_dtypes
+
+    warmups = [_Warmup("pkg.worker.runner", "Runner._dummy_sampler_run")]
+    types = FieldTypes(tree, warmups)
+    fresh = {f: types.get(RUNNER, "Meta", f) for f in ("top_k", "top_p")}
+    assert tree.toc("pkg.worker.runner") is not None
+    assert tree.parsed("pkg.worker.runner") is not None
+    parses = []
+    real_parse = ast_module.parse
+    monkeypatch.setattr(field_dtypes.ast, "parse", lambda *a, **k: parses.append(a) or
+                        real_parse(*a, **k))
+    types = FieldTypes(tree, warmups)
+    reused = {f: types.get(RUNNER, "Meta", f) for f in ("top_k", "top_p")}
+    assert reused == fresh == {"top_k": "int32", "top_p": None}
+    assert [a[0] for a in parses] == [textwrap.dedent(_BATCH)]  # batch.py (searched as text, no TOC); the runner not again
+
+
+def test_the_warmed_classes_are_computed_once_per_parameter():
+    types = {("Meta", "top_k"): "int32"}.get
+
+    def field_type(owner, name):
+        return types((owner, name))
+
+    warm, memo = [_Hit(Tensor(dtype="int64"))], {}
+    first = typed_classes("P", warm, _field("Meta.top_k"), field_type, memo)
+    assert memo == {"P": {"tensor int64"}}
+    warm[0].args["P"] = Tensor()  # not read again: the memo answers for these hits
+    assert typed_classes("P", warm, _field("Meta.top_k"), field_type, memo) == first
+    assert typed_classes("P", warm, _field("Meta.top_k"), field_type) is None  # no memo

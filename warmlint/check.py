@@ -63,6 +63,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     progress: a ``warmlint.progress`` mode; the ticker counts the files read so far.
     ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round).
     ``jobs``: config leaves in up to this many forked processes; None: serially."""
+    from warmlint import digests
     from warmlint.analysis import analyze
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
@@ -75,12 +76,14 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     produced: dict = {}  # code -> findings in the order the rule produced them (fixes)
     with Ticker(f"analyzing {root}", lambda: f"{len(tree.files_read)} files read", progress):
         facts = analyze(tree, settings, jobs)
+        pending = digests.start(tree, jobs)  # on another core while the rules run
         rule_facts = RuleFacts(facts)
         for rule in load():
             if rule.kind == "analysis" and settings.rule_enabled(rule.code):
                 produced[rule.code] = list(rule.check(rule_facts))
                 for finding in produced[rule.code]:
                     finding.fix = rule.fix_status(finding, rule_facts)
+        digests.finish(tree, pending)
     findings: list[Finding] = [f for found in produced.values() for f in found]
     findings.sort(key=sort_key)
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]

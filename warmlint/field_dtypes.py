@@ -52,8 +52,9 @@ class FieldTypes:
             source = self.tree.read_text(name)
             if source is None or not called.search(source):
                 continue  # no call of the class: not parsed a second time
+            parsed = self.tree.parsed(name)  # the TOC's parse of the same text, if any
             try:
-                parsed = ast.parse(source)
+                parsed = parsed or ast.parse(source)
             except (SyntaxError, ValueError, OSError):
                 continue  # the analysis reports unreadable files itself
             for owner, func, call in _constructions(parsed, cls):

@@ -130,7 +130,11 @@ def code_digest(source: bytes, rel_path: str) -> str | None:
 
 
 @work_clock.parsing
-def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> ModuleTOC:
+def build_toc(name: str, rel_path: str, source: bytes, is_package: bool,
+              keep: dict | None = None) -> ModuleTOC:
+    """The module's table of contents. With ``keep``, ``keep[name]`` gets the ``ast`` it
+    was built from (a reader of the same text, ``field_dtypes``, then does not parse it
+    again) and ``code_digest`` is left to ``SourceTree.digest_code`` (``digests.py``)."""
     digest = hashlib.sha1(source).hexdigest()
     text = decode_source(source, rel_path)
     try:
@@ -139,7 +143,10 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool) -> Modu
         raise IndexError_(rel_path, exc.lineno or 1, f"syntax error: {exc.msg}") from None
     except (ValueError, RecursionError, MemoryError) as exc:
         raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
-    toc = ModuleTOC(name=name, path=rel_path, digest=digest, code_digest=tree_digest(tree, text))
+    toc = ModuleTOC(name=name, path=rel_path, digest=digest,
+                    code_digest="" if keep is not None else tree_digest(tree, text))
+    if keep is not None:
+        keep[name] = tree
     _collect(toc, tree.body, is_package, guard=None)
     if "global" in text:  # the walk costs more than the test, and few modules need it
         toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global)
@@ -220,10 +227,11 @@ class SourceTree:
         self._tocs: dict[str, ModuleTOC] = {}
         self._data: dict[str, bytes] = {}
         self._sources: dict[str, str] = {}
+        self._asts: dict[str, ast.Module] = {}  # this run's parses (a cached TOC has none)
         self.errors: list[IndexError_] = []
         self._failed: set[str] = set()
         self.files_read: dict[str, str] = {}  # rel path -> digest
-        self.code_digests: dict[str, str] = {}  # rel path -> ModuleTOC.code_digest
+        self.code_digests: dict[str, str] = {}  # rel path -> ModuleTOC.code_digest ("": later)
         self.files_failed: dict[str, str] = {}  # rel path -> digest ("" unreadable): deps too
 
     # -- module map -------------------------------------------------------------
@@ -304,13 +312,11 @@ class SourceTree:
         toc = self.cache.get_toc(digest, name, rel) if self.cache else None
         if toc is None:
             try:
-                toc = build_toc(name, rel, data, is_pkg)
+                toc = build_toc(name, rel, data, is_pkg, keep=self._asts)
             except IndexError_ as err:
                 self.files_failed[rel] = digest  # fixing the file must invalidate the run
                 self._fail(name, err)
                 return None
-            if self.cache:
-                self.cache.put_toc(toc)
         self.files_read[rel] = digest
         self.code_digests[rel] = toc.code_digest
         self._data[name] = data
@@ -354,6 +360,23 @@ class SourceTree:
         if name not in self._sources:
             self._sources[name] = decode_source(self._data[name], self.modules[name][0])
         return self._sources[name]
+
+    def undigested(self) -> list[str]:
+        """Modules whose TOC this run built: their code digests are still to compute."""
+        return [name for name in self._asts if not self._tocs[name].code_digest]
+
+    def digest_code(self, name: str, code: str | None = None) -> None:
+        """Record the code digest of a module ``undigested`` named and store its TOC in
+        the cache; ``code``: computed by another process, which stored the TOC."""
+        toc = self._tocs[name]
+        toc.code_digest = code or tree_digest(self._asts[name], self.source(name))
+        self.code_digests[toc.path] = toc.code_digest
+        if self.cache and not code:
+            self.cache.put_toc(toc)
+
+    def parsed(self, name: str) -> ast.Module | None:
+        """The ``ast`` of ``source(name)`` if this run parsed it for its TOC (read only)."""
+        return self._asts.get(name)
 
     def bytes_read(self) -> dict[str, bytes]:
         """rel path -> the bytes each table of contents was built from."""

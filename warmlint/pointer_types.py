@@ -27,20 +27,33 @@ def typed(cls: str) -> str | None:
     return cls[len(PREFIX):] if cls.startswith(PREFIX) else None
 
 
-def typed_classes(param: str, warm_hits: list, value, field_type) -> tuple | None:
+def typed_classes(param: str, warm_hits: list, value, field_type,
+                  memo: dict | None = None) -> tuple | None:
     """(warmed, serving) classes of a pointer argument, typed ("tensor int32", "None"),
     or None where some tensor's type is not known. ``field_type(owner, field)``: a
-    request field's type (``field_dtypes.FieldTypes``)."""
+    request field's type (``field_dtypes.FieldTypes``). ``memo``: the warmed classes per
+    ``param``, for callers that ask again about the same ``warm_hits``."""
+    warmed = memo.get(param, False) if memo is not None else False
+    if warmed is False:
+        warmed = _warmed(param, warm_hits)
+        if memo is not None:
+            memo[param] = warmed
+    if warmed is None:
+        return None
+    serving = _classes(value, field_type)
+    if serving is None or not any(request_field(o) for o in options(value)):
+        return None
+    return warmed, serving
+
+
+def _warmed(param: str, warm_hits: list) -> set | None:
     warmed: set = set()
     for hit in warm_hits:
         got = _classes(hit.args.get(param), None)
         if got is None:
             return None
         warmed |= got
-    serving = _classes(value, field_type)
-    if serving is None or not any(request_field(o) for o in options(value)):
-        return None
-    return warmed, serving
+    return warmed
 
 
 def _classes(value, field_type) -> set | None:

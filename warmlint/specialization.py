@@ -341,6 +341,7 @@ def specialization_gaps(facts, found: list, unjudged: set | None = None) -> list
     for program, index, kernel, sig, warm_hits, serving in found:
         warmed = _warmed(warm_hits, sig, limits)
         field_type = functools.partial(types.get, program.runner)
+        typed_warm: dict = {}  # param -> the warmups' typed classes (typed_classes)
         for hit in serving:
             for param, value in hit.args.items():
                 if param in sig.no_specialize or not value.taint.inputs:
@@ -349,8 +350,8 @@ def specialization_gaps(facts, found: list, unjudged: set | None = None) -> list
                 got = None
                 if had is not None and "tensor" in had:
                     value = _as_pointer(value)
-                    had, got = typed_classes(param, warm_hits, value, field_type) \
-                        or (had, None)
+                    had, got = typed_classes(param, warm_hits, value, field_type,
+                                             typed_warm) or (had, None)
                 got = got or sig.classes(param, value, hit.facts, limits)
                 if (got is None or had is None) and unjudged is not None:
                     unjudged.add(f"{kernel.rsplit('.', 1)[-1]}.{param}")
