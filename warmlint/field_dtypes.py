@@ -21,6 +21,7 @@ interpretation.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 from warmlint.interp import dtypes
@@ -141,10 +142,7 @@ def _attribute(owner: ast.ClassDef, attr: str, depth: int) -> set | None:
 def _assigned(func, matches, owner, scope, depth: int, empty=None) -> set | None:
     """The union of the types of every value ``func`` assigns to a target ``matches``;
     ``empty`` where it assigns none."""
-    values = [node.value for node in ast.walk(func)
-              if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None
-              and any(matches(t) for t in (node.targets if isinstance(node, ast.Assign)
-                                           else [node.target]))]
+    values = [value for targets, value in _assignments(func) if any(map(matches, targets))]
     if not values:
         return empty
     out: set = set()
@@ -154,6 +152,14 @@ def _assigned(func, matches, owner, scope, depth: int, empty=None) -> set | None
             return None
         out |= got
     return out
+
+
+@functools.lru_cache(maxsize=256)  # a class's methods are asked once per attribute
+def _assignments(func) -> tuple:
+    """(targets, value) of each assignment with a value in ``func``, in walk order."""
+    return tuple((node.targets if isinstance(node, ast.Assign) else [node.target], node.value)
+                 for node in ast.walk(func)
+                 if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None)
 
 
 def _call_types(node: ast.Call, owner, func, depth: int) -> set | None:

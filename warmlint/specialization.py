@@ -9,13 +9,12 @@ parameter is listed in ``do_not_specialize`` (no classes) or
 
 from __future__ import annotations
 
-import ast
 import functools
 from dataclasses import dataclass, field
 
-import libcst as cst
 
 from warmlint import sinks
+from warmlint.kernel_decl import read_declaration
 from warmlint.state import _UNSET, SymFact, eval_pred
 from warmlint.interp import ints
 from warmlint.values import Const, IntExpr, OneOf, Pred, Sym, Tensor, Unknown, Value, options
@@ -39,43 +38,9 @@ class KernelSignature:
 
 
 def kernel_signature(resolver, ref) -> KernelSignature | None:
-    parsed = resolver.parsed(ref)
     info = resolver.func_info(ref)
-    if parsed is None or info is None:
-        return None
-    params = list(parsed.node.params.posonly_params) + list(parsed.node.params.params)
-    names = [p.name.value for p in params]
-    constexpr = set()
-    for p in params:
-        if p.annotation is not None:
-            text = cst.Module([]).code_for_node(p.annotation.annotation)
-            if text.split(".")[-1] == "constexpr":
-                constexpr.add(p.name.value)
-    sig = KernelSignature(names, constexpr)
-    for text in info.decorator_calls:
-        _read_options(text, sig)
-    return sig
-
-
-def _read_options(text: str, sig: KernelSignature) -> None:
-    try:
-        node = ast.parse(text, mode="eval").body
-    except SyntaxError:
-        return
-    if not isinstance(node, ast.Call):
-        return
-    sig.decorator = ast.unparse(node.func)
-    for kw in node.keywords:
-        target = {"do_not_specialize": sig.no_specialize,
-                  "do_not_specialize_on_alignment": sig.no_alignment}.get(kw.arg)
-        if target is None or not isinstance(kw.value, (ast.List, ast.Tuple)):
-            continue
-        for elt in kw.value.elts:
-            if isinstance(elt, ast.Constant) and isinstance(elt.value, str):
-                target.add(elt.value)
-            elif isinstance(elt, ast.Constant) and isinstance(elt.value, int) \
-                    and elt.value < len(sig.params):
-                target.add(sig.params[elt.value])
+    decl = read_declaration(resolver.tree, ref.module, info) if info is not None else None
+    return KernelSignature(**decl) if decl is not None else None
 
 
 def direct_inputs(value: Value) -> tuple[set, set]:
@@ -314,6 +279,7 @@ def _warmed(hits: list, sig: KernelSignature, limits: dict) -> dict:
 def launches(facts):
     """(program, leaf index, kernel sink id, signature, warm hits, serving hits) for each
     leaf and each specializing kernel its warmups launch."""
+    signatures: dict = {}  # kernel sink id -> its signature, read once
     for program in facts.programs:
         for index, leaf in enumerate(program.leaves):
             serving = list(leaf.serving.warm_hits)
@@ -321,7 +287,9 @@ def launches(facts):
                 serving += hits
             for kernel in sorted({h.sink_id for h in leaf.warm.hits
                                   if sinks.kind_named(h.kind).specializes}):
-                sig = kernel_signature(facts.resolver, _kernel_ref(kernel))
+                if kernel not in signatures:
+                    signatures[kernel] = kernel_signature(facts.resolver, _kernel_ref(kernel))
+                sig = signatures[kernel]
                 if sig is not None:
                     yield (program, index, kernel, sig,
                            [h for h in leaf.warm.hits if h.sink_id == kernel],
