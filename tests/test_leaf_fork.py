@@ -8,6 +8,8 @@ variants and compare `--jobs 0` (serial) with forked runs."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import json
 import os
 import pickle
@@ -149,6 +151,12 @@ def test_the_max_configs_cut_is_the_serial_one(cut, always_fork):
     assert forked[:2] == serial[:2]
 
 
+@dataclass(frozen=True)
+class Marked:  # a value of the analysis's own kind, holding a node: pickled by value
+    where: object
+    n: int
+
+
 def test_nodes_travel_by_address_and_come_back_as_the_receivers_own():
     from warmlint.leaf_transport import Transport
 
@@ -167,8 +175,12 @@ def test_nodes_travel_by_address_and_come_back_as_the_receivers_own():
     data = transport.dumps({"node": expr.right, "twice": [expr.right, expr]})
     back = transport.loads(data)
     assert back["node"] is expr.right and back["twice"][1] is expr
+    held = transport.loads(transport.dumps(Marked(("k", expr.left), 3)))  # inside a value
+    assert held == Marked(("k", expr.left), 3) and held.where[1] is expr.left
     with pytest.raises(Untransportable):
         transport.dumps(cst.Name("stray"))  # a node of no parse this process made
+    with pytest.raises(Untransportable):
+        transport.dumps(Marked(cst.Name("stray"), 1))
     assert [type(n).__name__ for n in walk(expr)][:2] == ["BinaryOperation", "Name"]
 
 

@@ -137,12 +137,22 @@ def walk(root: cst.CSTNode) -> list:
         kids = []
         for name in names:
             value = getattr(node, name)
-            if isinstance(value, cst.CSTNode):
+            if _is_node(value):
                 kids.append(value)
             elif isinstance(value, (tuple, list)):
-                kids.extend(v for v in value if isinstance(v, cst.CSTNode))
+                kids.extend(v for v in value if _is_node(v))
         stack.extend(reversed(kids))
     return out
+
+
+_NODE_TYPES: dict = {}  # type -> is it a CSTNode (by MRO: isinstance of an ABC costs)
+
+
+def _is_node(value) -> bool:
+    kind = _NODE_TYPES.get(type(value))
+    if kind is None:
+        kind = _NODE_TYPES[type(value)] = cst.CSTNode in type(value).__mro__
+    return kind
 
 
 def one_line(code: str) -> str:

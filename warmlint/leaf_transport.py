@@ -85,7 +85,11 @@ class Transport:
         return buf.getvalue()
 
     def loads(self, data: bytes):
-        return _Unpickler(io.BytesIO(data), self).load()
+        _LOADING.append(self)
+        try:
+            return pickle.loads(data)
+        finally:
+            _LOADING.pop()
 
     def reads(self) -> dict:
         """What this process read: the receiver reads the same (``absorb``)."""
@@ -110,32 +114,36 @@ class _Pickler(pickle.Pickler):
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
         self.transport = transport
 
-    def persistent_id(self, obj):
-        # Called for every object pickled: its type answers, once per type (CSTNode is an
-        # abstract class, and two isinstance checks per object were most of a leaf's dump)
+    def reducer_override(self, obj):
+        # Called once per object of a class that is not a builtin atom or container, and
+        # not already pickled (``persistent_id`` was called for every string, int and
+        # tuple too). Its type answers, once per type and process, by its MRO: CSTNode is
+        # an abstract class, and ``isinstance`` of a type that is not a node walks the
+        # ABC's ~300 subclasses, again in every forked child (most of a leaf's dump).
         kind = _KINDS.get(type(obj))
         if kind is None:
-            kind = _KINDS[type(obj)] = ("pf" if isinstance(obj, ParsedFunction) else
-                                        "node" if isinstance(obj, cst.CSTNode) else "")
+            mro = type(obj).__mro__
+            kind = _KINDS[type(obj)] = ("pf" if ParsedFunction in mro else
+                                        "node" if cst.CSTNode in mro else "")
         if not kind:
-            return None
+            return NotImplemented
         if kind == "pf":
-            return ("pf", obj.module, obj.qualname)
+            return _function_at, (obj.module, obj.qualname)
         address = self.transport._ids.get(id(obj))
         if address is None:
             raise Untransportable(f"a {type(obj).__name__} node of no known parse")
-        return ("node",) + address
+        return _node_at, address
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, file, transport: Transport):
-        super().__init__(file)
-        self.transport = transport
+_LOADING: list = []  # the Transport whose loads is running (addresses resolve in it)
 
-    def persistent_load(self, pid):
-        if pid[0] == "pf":
-            parsed = self.transport._function(pid[1], pid[2])
-            if parsed is None:
-                raise Untransportable(f"cannot parse {pid[1]}.{pid[2]}")
-            return parsed
-        return self.transport._node(pid[1], pid[2])
+
+def _function_at(module: str, qualname: str) -> ParsedFunction:
+    parsed = _LOADING[-1]._function(module, qualname)
+    if parsed is None:
+        raise Untransportable(f"cannot parse {module}.{qualname}")
+    return parsed
+
+
+def _node_at(key: tuple, i: int):
+    return _LOADING[-1]._node(key, i)

@@ -191,7 +191,7 @@ class AttrMixin:
     def set_item(self, container: Value, target: cst.Subscript, value: Value, state: State
                  ) -> State:
         """``container[key] = value``; returns the state (table rows live in its heap)."""
-        single = len(target.slice) == 1 and isinstance(target.slice[0].slice, cst.Index)
+        single = len(target.slice) == 1 and type(target.slice[0].slice) is cst.Index
         if isinstance(container, Tensor) and container.rows is not None:
             index = self.eval(target.slice[0].slice.value, state)[0][1] if single else None
             return tables.write(state, container.rows, value, isinstance(index, RowIndex))

@@ -154,10 +154,10 @@ class CallMixin:
     def call_lambda(self, fv: Lambda, args, kwargs, state: State) -> list:
         module = fv.frame_fn.module if fv.frame_fn else self.frame.module
         env = self.bind(fv.node.params, list(args), kwargs, module, fv.frame_fn)
-        frame = Frame(fv.frame_fn, module, "<lambda>" if isinstance(fv.node, cst.Lambda)
+        frame = Frame(fv.frame_fn, module, "<lambda>" if type(fv.node) is cst.Lambda
                       else fv.node.name.value, warmup=self.frame.warmup, closure=fv.env)
         callee = state.evolve(env=env)
-        if isinstance(fv.node, cst.Lambda):
+        if type(fv.node) is cst.Lambda:
             self.stack.append(frame)
             try:
                 results = self.eval(fv.node.body, callee)
@@ -177,10 +177,10 @@ class CallMixin:
             name = param.name.value
             env[name] = kwargs[name] if name in kwargs else self.default_value(param, module, fn)
         star = params.star_arg
-        if isinstance(star, cst.Param):
+        if type(star) is cst.Param:
             extra = args[len(positional):]
             env[star.name.value] = Seq(tuple(extra), "tuple", not extra)
-        if isinstance(params.star_kwarg, cst.Param):
+        if type(params.star_kwarg) is cst.Param:
             known = {p.name.value for p in positional + list(params.kwonly_params)}
             rest = {k: v for k, v in kwargs.items() if k not in known}
             env[params.star_kwarg.name.value] = Dict(rest, not rest)
@@ -258,7 +258,7 @@ class CallMixin:
             args: dict | None = None) -> None:
         sink_id = sinks.make_id(kind, target)
         self.sinks_hit += 1
-        site = self.site(node, self.code(node.func) if isinstance(node, cst.Call) else "")
+        site = self.site(node, self.code(node.func) if type(node) is cst.Call else "")
         for value in (args or {}).values():  # specialization classes read the facts
             self.reuse.note(keys_read(value))
         for st in [state] + [materialize(state, sh) for sh in state.shadows]:

@@ -41,7 +41,7 @@ def _positive(val: Value, outcome: bool) -> bool:
 
 
 def _flatten(node: cst.BaseExpression, op: type) -> list:
-    if isinstance(node, cst.BooleanOperation) and isinstance(node.operator, op) and not node.lpar:
+    if type(node) is cst.BooleanOperation and isinstance(node.operator, op) and not node.lpar:
         return _flatten(node.left, op) + _flatten(node.right, op)
     return [node]
 
@@ -85,8 +85,8 @@ class CondMixin:
         return out
 
     def _walk(self, node, state: State) -> list:
-        if isinstance(node, cst.BooleanOperation):
-            is_and = isinstance(node.operator, cst.And)
+        if type(node) is cst.BooleanOperation:
+            is_and = type(node.operator) is cst.And
             out = []
             for st, truth, lits in self._walk(node.left, state):
                 if truth != is_and:
@@ -95,7 +95,7 @@ class CondMixin:
                 for st2, truth2, lits2 in self._walk(node.right, st):
                     out.append((st2, truth2, lits + lits2))
             return out
-        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Not):
+        if type(node) is cst.UnaryOperation and type(node.operator) is cst.Not:
             return [(st, not t, lits) for st, t, lits in self._walk(node.expression, state)]
         return self._literal(node, state)
 
@@ -227,7 +227,7 @@ class CondMixin:
     def divergence(self, test, site_node, outcome, lits, multi, disjunct) -> Divergence:
         """The divergence a serving path makes by taking ``outcome`` at this branch."""
         cond = self.code(test)
-        loop = isinstance(site_node, (cst.For, cst.While)) and not isinstance(site_node, cst.While)
+        loop = type(site_node) in (cst.For, cst.While) and not type(site_node) is cst.While
         site = self.site(site_node, f"for ... in {cond}" if loop else cond)
         if loop:
             text = f"`{cond}` is {'empty' if outcome == 'else' else 'non-empty'}"
@@ -255,16 +255,16 @@ def keys_read(val: Value) -> set:
 
 
 def _name_test(node) -> tuple[str | None, str]:
-    if isinstance(node, cst.Name):
+    if type(node) is cst.Name:
         return node.value, "truthy"
-    if (isinstance(node, cst.Comparison) and isinstance(node.left, cst.Name)
+    if (type(node) is cst.Comparison and type(node.left) is cst.Name
             and len(node.comparisons) == 1
-            and isinstance(node.comparisons[0].comparator, cst.Name)
+            and type(node.comparisons[0].comparator) is cst.Name
             and node.comparisons[0].comparator.value == "None"):
         op = node.comparisons[0].operator
-        if isinstance(op, cst.Is):
+        if type(op) is cst.Is:
             return node.left.value, "is_none"
-        if isinstance(op, cst.IsNot):
+        if type(op) is cst.IsNot:
             return node.left.value, "not_none"
     return None, ""
 

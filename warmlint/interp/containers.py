@@ -52,7 +52,7 @@ class ContainerMixin:
 
     def _elements(self, node, state, kind):
         elts = [e for e in node.elements]
-        if any(isinstance(e, cst.StarredElement) for e in elts):
+        if any(type(e) is cst.StarredElement for e in elts):
             out = []
             for st, vals in self.eval_seq([e.value for e in elts], state):
                 out.append((st, Seq(None, kind, None, taint_of(*vals))))
@@ -72,7 +72,7 @@ class ContainerMixin:
     def expr_Dict(self, node, state):
         if not node.elements:
             return [(state, Dict({}, True))]
-        if any(isinstance(e, cst.StarredDictElement) for e in node.elements):
+        if any(type(e) is cst.StarredDictElement for e in node.elements):
             out = []
             for st, vals in self.eval_seq([e.value for e in node.elements], state):
                 out.append((st, Dict(None, None, taint_of(*vals))))
@@ -122,7 +122,7 @@ class ContainerMixin:
         """``elt`` of ``[elt for target in iterable]`` with ``target`` bound to ``item``, in
         the comprehension's own scope (nothing it binds or writes leaks out); None for a
         comprehension with a filter or an unpacking target."""
-        if node.for_in.ifs or not isinstance(node.for_in.target, cst.Name):
+        if node.for_in.ifs or not type(node.for_in.target) is cst.Name:
             return None
         return [v for _, v in self.eval(node.elt, self.assign(node.for_in.target, item,
                                                               st.fork()))]
@@ -226,7 +226,7 @@ def after_mutation(func: Value, node: cst.Call, state: State, args: list) -> Sta
         return state
     kind, _, method = func.name.partition(".")
     if not (kind in ("seq", "dict") and method in _MUTATES
-            and isinstance(node.func, cst.Attribute) and isinstance(node.func.value, cst.Name)):
+            and type(node.func) is cst.Attribute and type(node.func.value) is cst.Name):
         return state
     name = node.func.value.value
     old = state.env.get(name)

@@ -197,7 +197,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         return Flow(normal=[st])
 
     def stmt_ImportFrom(self, stmt: cst.ImportFrom, state: State) -> Flow:
-        if isinstance(stmt.names, cst.ImportStar) or stmt.module is None and not stmt.relative:
+        if type(stmt.names) is cst.ImportStar or stmt.module is None and not stmt.relative:
             return Flow(normal=[state])
         base = self.code(stmt.module) if stmt.module else ""
         if stmt.relative:
@@ -234,7 +234,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
                 flow.absorb(self.exec_suite(stmt.body, [st]))
             elif stmt.orelse is None:
                 flow.normal.append(st)
-            elif isinstance(stmt.orelse, cst.If):
+            elif type(stmt.orelse) is cst.If:
                 elif_states.append(st)
             else:
                 flow.absorb(self.exec_suite(stmt.orelse.body, [st]))
@@ -330,7 +330,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
         return self._with(stmt, state)
 
     def registry_context(self, expr) -> bool:
-        return (isinstance(expr, cst.Call) and isinstance(expr.func, cst.Attribute)
+        return (type(expr) is cst.Call and type(expr.func) is cst.Attribute
                 and expr.func.attr.value in self.settings.registry_contexts)
 
     def _with(self, stmt: cst.With, state: State) -> Flow:

@@ -131,14 +131,14 @@ class ExprMixin(ContainerMixin):
         for side in (a, b):
             if isinstance(side, Tensor):
                 return Tensor(side.batch, taint)
-        derived = ints.add(a, b) if isinstance(op, cst.Add) else (  # `1 + num_logprobs`
-            repeated(a, b) or repeated(b, a) if isinstance(op, cst.Multiply) else None)
+        derived = ints.add(a, b) if type(op) is cst.Add else (  # `1 + num_logprobs`
+            repeated(a, b) or repeated(b, a) if type(op) is cst.Multiply else None)
         if derived is None and isinstance(op, _INT_OPS) and dtypes.is_int(a) and dtypes.is_int(b):
             return Unknown("", taint, True)  # `logits.size(1) - 1`: still an int
         return derived if derived is not None else Unknown("", taint)
 
     def expr_UnaryOperation(self, node, state):
-        if isinstance(node.operator, cst.Not) and isinstance(_unparen(node.expression),
+        if type(node.operator) is cst.Not and isinstance(_unparen(node.expression),
                                                               cst.BooleanOperation):
             # `not (a or b)` is a test: its outcome (which disjunct) is recorded and can
             # diverge like an `if`'s (``fused_sampler_eligible = not (... or seeded)``).
@@ -146,7 +146,7 @@ class ExprMixin(ContainerMixin):
                     self.branch(_unparen(node.expression), state, node)]
         out = []
         for st, val in self.eval(node.expression, state):
-            if isinstance(node.operator, cst.Not):
+            if type(node.operator) is cst.Not:
                 self.promote_choice(val)
                 truth = decide(st, val)
                 if truth is not None:
@@ -157,12 +157,12 @@ class ExprMixin(ContainerMixin):
                     out.append((st, Pred("truthy", val, None, True, "", val.taint)))
                 else:
                     out.append((st, Unknown("", val.taint)))
-            elif isinstance(val, Const) and isinstance(node.operator, cst.Minus):
+            elif isinstance(val, Const) and type(node.operator) is cst.Minus:
                 try:
                     out.append((st, Const(-val.value, val.taint)))
                 except TypeError:
                     out.append((st, Unknown("", val.taint)))
-            elif tables.rows_of(val) and isinstance(node.operator, cst.BitInvert):
+            elif tables.rows_of(val) and type(node.operator) is cst.BitInvert:
                 elem = _element(val, st)
                 truth = decide(st, elem)
                 flipped = Const(not truth, elem.taint) if truth is not None else (
@@ -175,7 +175,7 @@ class ExprMixin(ContainerMixin):
     def expr_BooleanOperation(self, node, state):
         # Value-level `a or b` / `a and b`: pick when decided, else either (no fork).
         # A config literal is decided per leaf or splits the path, as in a branch test.
-        is_and = isinstance(node.operator, cst.And)
+        is_and = type(node.operator) is cst.And
         out = []
         for st0, left0 in self.eval(node.left, state):
             for st, left, truth in self._config_split(st0, left0, node.left):
@@ -312,7 +312,7 @@ class ExprMixin(ContainerMixin):
             if isinstance(base, Func) and self.launched_with_grid(base):
                 out.append((st, Builtin("launch", base)))
                 continue
-            if len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+            if len(node.slice) == 1 and type(node.slice[0].slice) is cst.Index:
                 for st2, key in self.eval(node.slice[0].slice.value, st):
                     out.append((st2, self.subscript(base, key, st2)))
             elif isinstance(base, Seq) and base.elem is not None:  # a slice of alike elements

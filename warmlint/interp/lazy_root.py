@@ -75,37 +75,37 @@ class LazyRootMixin:
         def walk(stmts, guards, registering=False, block=False):
             for stmt in stmts:
                 counter[0] += 1
-                if isinstance(stmt, cst.SimpleStatementLine):
+                if type(stmt) is cst.SimpleStatementLine:
                     for small in stmt.body:
                         targets = []
-                        if isinstance(small, cst.Assign):
+                        if type(small) is cst.Assign:
                             targets = [t.target for t in small.targets]
-                        elif isinstance(small, cst.AnnAssign) and small.value is not None:
+                        elif type(small) is cst.AnnAssign and small.value is not None:
                             targets = [small.target]
-                        elif isinstance(small, cst.Expr) and block:
+                        elif type(small) is cst.Expr and block:
                             cache.append(_Site(small, None, guards, counter[0], True))
-                        elif isinstance(small, (cst.Import, cst.ImportFrom)) \
-                                and not isinstance(small.names, cst.ImportStar):
+                        elif type(small) in (cst.Import, cst.ImportFrom) \
+                                and not type(small.names) is cst.ImportStar:
                             targets = [_bound_name(alias) for alias in small.names]
                         for target in targets:
                             cache.append(_Site(small, target, guards, counter[0], registering))
                     continue
-                if isinstance(stmt, cst.With) and any(self.registry_context(i.item)
+                if type(stmt) is cst.With and any(self.registry_context(i.item)
                                                       for i in stmt.items):
                     walk(stmt.body.body, guards, True, True)
                     continue
-                elif isinstance(stmt, cst.If):
+                elif type(stmt) is cst.If:
                     walk(stmt.body.body, guards + ((stmt.test, True),), registering, block)
                     orelse = stmt.orelse
-                    if isinstance(orelse, cst.If):
+                    if type(orelse) is cst.If:
                         walk([orelse], guards + ((stmt.test, False),), registering, block)
                     elif orelse is not None:
                         walk(orelse.body.body, guards + ((stmt.test, False),), registering, block)
-                elif isinstance(stmt, (cst.For, cst.While)):
+                elif type(stmt) in (cst.For, cst.While):
                     walk(stmt.body.body, guards + (("loop", None),), registering, block)
-                elif isinstance(stmt, cst.With):
+                elif type(stmt) is cst.With:
                     walk(stmt.body.body, guards, registering, block)
-                elif isinstance(stmt, cst.Try):
+                elif type(stmt) is cst.Try:
                     walk(stmt.body.body, guards, registering, block)
                     for handler in stmt.handlers:
                         walk(handler.body.body, guards + (("loop", None),), registering, block)
@@ -167,7 +167,7 @@ class LazyRootMixin:
             results = self.eval(site.stmt.value, st)
             tables.commit([s for s, _ in results])
             value = join_all(v for _, v in results)
-            if isinstance(site.target, (cst.Tuple, cst.List)):
+            if type(site.target) in (cst.Tuple, cst.List):
                 elements = [e.value for e in site.target.elements]
                 index = next(i for i, e in enumerate(elements) if _is_self_attr(e, name))
                 return self.unpack(value, len(elements))[index]
@@ -215,7 +215,7 @@ class LazyRootMixin:
             return self.lazy_memo[key]
         self.lazy_memo[key] = Unknown(local)
         sites = [s for s in self._sites(init)
-                 if isinstance(s.target, cst.Name) and s.target.value == local and s.index < before]
+                 if type(s.target) is cst.Name and s.target.value == local and s.index < before]
         value = None
         if sites:
             site = sites[-1]
@@ -231,7 +231,7 @@ def _bound_name(alias) -> cst.Name:
     if alias.asname is not None:
         return alias.asname.name
     name = alias.name
-    while isinstance(name, cst.Attribute):
+    while type(name) is cst.Attribute:
         name = name.value
     return name
 
@@ -241,9 +241,9 @@ def _placeholder(value: Value | None) -> bool:
 
 
 def _is_self_attr(target, name: str) -> bool:
-    if isinstance(target, cst.Attribute):
-        return (isinstance(target.value, cst.Name) and target.value.value == "self"
+    if type(target) is cst.Attribute:
+        return (type(target.value) is cst.Name and target.value.value == "self"
                 and target.attr.value == name)
-    if isinstance(target, (cst.Tuple, cst.List)):
+    if type(target) in (cst.Tuple, cst.List):
         return any(_is_self_attr(e.value, name) for e in target.elements)
     return False
