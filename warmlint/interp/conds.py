@@ -227,7 +227,7 @@ class CondMixin:
     def divergence(self, test, site_node, outcome, lits, multi, disjunct) -> Divergence:
         """The divergence a serving path makes by taking ``outcome`` at this branch."""
         cond = self.code(test)
-        loop = type(site_node) in (cst.For, cst.While) and not type(site_node) is cst.While
+        loop = type(site_node) is cst.For
         site = self.site(site_node, f"for ... in {cond}" if loop else cond)
         if loop:
             text = f"`{cond}` is {'empty' if outcome == 'else' else 'non-empty'}"

@@ -122,7 +122,7 @@ class ContainerMixin:
         """``elt`` of ``[elt for target in iterable]`` with ``target`` bound to ``item``, in
         the comprehension's own scope (nothing it binds or writes leaks out); None for a
         comprehension with a filter or an unpacking target."""
-        if node.for_in.ifs or not type(node.for_in.target) is cst.Name:
+        if node.for_in.ifs or type(node.for_in.target) is not cst.Name:
             return None
         return [v for _, v in self.eval(node.elt, self.assign(node.for_in.target, item,
                                                               st.fork()))]

@@ -85,7 +85,7 @@ class LazyRootMixin:
                         elif type(small) is cst.Expr and block:
                             cache.append(_Site(small, None, guards, counter[0], True))
                         elif type(small) in (cst.Import, cst.ImportFrom) \
-                                and not type(small.names) is cst.ImportStar:
+                                and type(small.names) is not cst.ImportStar:
                             targets = [_bound_name(alias) for alias in small.names]
                         for target in targets:
                             cache.append(_Site(small, target, guards, counter[0], registering))

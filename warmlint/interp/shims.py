@@ -207,7 +207,7 @@ def head_rows(interp, tensor: Tensor, element, state: State) -> list:
     that many rows (a constant count, or a batch whose path facts say ``>= n``: a fix's
     ``logits[:8]`` under ``num_reqs > 8``); None where the count is not known."""
     cut = element.slice
-    if not type(cut) is cst.Slice or cut.lower is not None or cut.step is not None \
+    if type(cut) is not cst.Slice or cut.lower is not None or cut.step is not None \
             or cut.upper is None:
         return [(state, None)]
     return [(st, _head(tensor.batch, n, st)) for st, n in interp.eval(cut.upper, state)]
