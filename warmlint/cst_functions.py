@@ -100,12 +100,7 @@ class FunctionLoader:
     @work_clock.parsing
     def _parse(self, module: str, info: FuncInfo) -> ParsedFunction:
         rel = self.tree.modules[module][0]
-        lines = self.tree.lines(module)
-        span = "".join(lines[info.start - 1 : info.end])
-        if not span.endswith("\n"):
-            span += "\n"
-        indented = span[:1] in (" ", "\t")
-        text = "if 1:\n" + span if indented else span
+        text, indented = span_source(self.tree, module, info)
         try:
             wrapper_module = cst.parse_module(text)
         except cst.ParserSyntaxError as exc:
@@ -119,6 +114,17 @@ class FunctionLoader:
             raise IndexError_(rel, info.start, f"cannot locate {info.qualname} in its span")
         shift = info.start - (2 if indented else 1)
         return ParsedFunction(module, rel, info, node, wrapper_module, shift)
+
+
+def span_source(tree, module: str, info: FuncInfo) -> tuple[str, bool]:
+    """(the function's span as a parsable module, whether it was indented): lines
+    ``info.start``-``info.end`` of the module, under an ``if 1:`` header where indented, so
+    that its lines and columns stay those of the file."""
+    span = "".join(tree.lines(module)[info.start - 1 : info.end])
+    if not span.endswith("\n"):
+        span += "\n"
+    indented = span[:1] in (" ", "\t")
+    return ("if 1:\n" + span if indented else span), indented
 
 
 _FIELDS: dict = {}
@@ -137,10 +143,10 @@ def walk(root: cst.CSTNode) -> list:
         kids = []
         for name in names:
             value = getattr(node, name)
-            if _is_node(value):
+            if is_node(value):
                 kids.append(value)
             elif isinstance(value, (tuple, list)):
-                kids.extend(v for v in value if _is_node(v))
+                kids.extend(v for v in value if is_node(v))
         stack.extend(reversed(kids))
     return out
 
@@ -148,7 +154,8 @@ def walk(root: cst.CSTNode) -> list:
 _NODE_TYPES: dict = {}  # type -> is it a CSTNode (by MRO: isinstance of an ABC costs)
 
 
-def _is_node(value) -> bool:
+def is_node(value) -> bool:
+    """``isinstance(value, cst.CSTNode)``, by the type's MRO, remembered per type."""
     kind = _NODE_TYPES.get(type(value))
     if kind is None:
         kind = _NODE_TYPES[type(value)] = cst.CSTNode in type(value).__mro__

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from warmlint.cst_functions import span_source
+
 
 def read_declaration(tree, module: str, info) -> dict | None:
     """``KernelSignature`` fields of the function ``info`` (a TOC entry) in ``module``,
@@ -33,12 +35,12 @@ def _def_node(tree, module: str, info):
     parsed = tree.parsed(module)
     if parsed is not None:
         return _find(parsed.body, info.qualname.split("."), info.start)
-    span = "".join(tree.lines(module)[info.start - 1:info.end])
+    text, indented = span_source(tree, module, info)
     try:
-        body = ast.parse("if 1:\n" + span if span[:1] in (" ", "\t") else span).body
+        body = ast.parse(text).body
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
-    body = body[0].body if body and isinstance(body[0], ast.If) else body
+    body = body[0].body if indented and body else body
     found = body[0] if body else None
     return found if isinstance(found, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
 

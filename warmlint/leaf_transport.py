@@ -20,9 +20,7 @@ from __future__ import annotations
 import io
 import pickle
 
-import libcst as cst
-
-from warmlint.cst_functions import ParsedFunction, walk
+from warmlint.cst_functions import ParsedFunction, is_node, walk
 
 
 class Untransportable(Exception):
@@ -122,9 +120,8 @@ class _Pickler(pickle.Pickler):
         # ABC's ~300 subclasses, again in every forked child (most of a leaf's dump).
         kind = _KINDS.get(type(obj))
         if kind is None:
-            mro = type(obj).__mro__
-            kind = _KINDS[type(obj)] = ("pf" if ParsedFunction in mro else
-                                        "node" if cst.CSTNode in mro else "")
+            kind = _KINDS[type(obj)] = ("pf" if ParsedFunction in type(obj).__mro__ else
+                                        "node" if is_node(obj) else "")
         if not kind:
             return NotImplemented
         if kind == "pf":
