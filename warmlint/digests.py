@@ -37,11 +37,8 @@ def start(tree, jobs: int | None):
         try:
             gc.disable()  # a collection would touch, and so copy, the whole shared heap
             os.close(read_end)
-            out = {}
-            for name in names:
-                tree.digest_code(name)  # stores the TOC in the cache too
-                out[name] = tree._tocs[name].code_digest
-            data = json.dumps(out).encode()
+            # digest_code stores each TOC in the cache too
+            data = json.dumps({name: tree.digest_code(name) for name in names}).encode()
             while data:
                 data = data[os.write(write_end, data):]
             code = 0
@@ -56,17 +53,15 @@ def finish(tree, pending) -> None:
     got: dict = {}
     if pending is not None:
         pid, read_end, names = pending
-        chunks = []
         with os.fdopen(read_end, "rb") as pipe:
-            chunks.append(pipe.read())
-        _, status = os.waitpid(pid, 0)
-        if status == 0:
+            data = pipe.read()
+        if os.waitpid(pid, 0)[1] == 0:
             try:
-                got = json.loads(b"".join(chunks))
+                got = json.loads(data)
             except ValueError:
-                got = {}
-        stored = isinstance(got, dict) and set(names) <= set(got)
-        got = got if stored else {}
+                pass
+        if not isinstance(got, dict) or not set(names) <= set(got):
+            got = {}  # the child did not finish: every digest is computed here
     if tree.cache is None:
         return
     for name in tree.undigested():

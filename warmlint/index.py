@@ -365,14 +365,15 @@ class SourceTree:
         """Modules whose TOC this run built: their code digests are still to compute."""
         return [name for name in self._asts if not self._tocs[name].code_digest]
 
-    def digest_code(self, name: str, code: str | None = None) -> None:
-        """Record the code digest of a module ``undigested`` named and store its TOC in
-        the cache; ``code``: computed by another process, which stored the TOC."""
+    def digest_code(self, name: str, code: str | None = None) -> str:
+        """Record (and return) the code digest of a module ``undigested`` named and store
+        its TOC in the cache; ``code``: computed by another process, which stored the TOC."""
         toc = self._tocs[name]
         toc.code_digest = code or tree_digest(self._asts[name], self.source(name))
         self.code_digests[toc.path] = toc.code_digest
         if self.cache and not code:
             self.cache.put_toc(toc)
+        return toc.code_digest
 
     def parsed(self, name: str) -> ast.Module | None:
         """The ``ast`` of ``source(name)`` if this run parsed it for its TOC (read only)."""
