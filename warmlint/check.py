@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from warmlint import __version__, shift
+from warmlint import __version__, shift, unit_deps
 from warmlint.findings import Finding, sort_key
 from warmlint.settings import Settings
 from warmlint.index import code_digest
@@ -97,6 +98,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)
     report.sources = tree.bytes_read()
+    report.units = unit_deps.record(tree)  # what it read of each file, for the cache
     report.facts = facts  # for `warmlint fix` and the plugin; not part of the JSON
     report.rule_facts, report.produced = rule_facts, produced
     return report
@@ -130,8 +132,9 @@ def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
     report = analyze_tree(root, settings, cache, progress=progress, jobs=jobs)
     if cache is not None:
         payload = dict(report.to_json(), files=report.files)
+        words = unit_deps.names(report.sources, json.dumps(settings.as_dict(), default=str))
         cache.put_result(key, report.deps, payload, report.codes,
-                         shift.anchors(payload, report.sources))
+                         shift.anchors(payload, report.sources), report.units, words)
         report.stats["cache"] = "miss"
     report.stats["seconds"] = round(time.perf_counter() - started, 3)
     return report

@@ -120,7 +120,7 @@ def span_source(tree, module: str, info: FuncInfo) -> tuple[str, bool]:
     """(the function's span as a parsable module, whether it was indented): lines
     ``info.start``-``info.end`` of the module, under an ``if 1:`` header where indented, so
     that its lines and columns stay those of the file."""
-    span = "".join(tree.lines(module)[info.start - 1 : info.end])
+    span = tree.span(module, info)
     if not span.endswith("\n"):
         span += "\n"
     indented = span[:1] in (" ", "\t")

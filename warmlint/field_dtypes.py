@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import ast
 import functools
-import re
 
 from warmlint.interp import dtypes
 from warmlint.values import Const, External, Tensor, Unknown
@@ -48,10 +47,9 @@ class FieldTypes:
 
     def _read(self, module: str, cls: str) -> dict:
         seen: dict = {}  # field -> set of types (None: unknown)
-        called = re.compile(rf"\b{re.escape(cls)}\s*\(")
         for name in _modules(self.tree, module):
-            source = self.tree.read_text(name)
-            if source is None or not called.search(source):
+            source = self.tree.text_calling(name, cls)
+            if source is None:
                 continue  # no call of the class: not parsed a second time
             parsed = self.tree.parsed(name)  # the TOC's parse of the same text, if any
             try:

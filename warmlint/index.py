@@ -14,97 +14,25 @@ import ast
 import hashlib
 import io
 import os
+import re
 import tokenize
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from typing import TYPE_CHECKING
 
-from warmlint import work_clock
 from warmlint.decode import IndexError_, decode_source  # noqa: F401 (re-exported)
 from warmlint.files import DEFAULT_MAX_BYTES, read_regular
 from warmlint.shift import tree_digest
+from warmlint.toc import (ClassInfo, FuncInfo, ModuleTOC, _resolve_relative,  # noqa: F401
+                          build_toc)  # (re-exported: the index's readers import them here)
 
 if TYPE_CHECKING:  # the cache stores tables of contents (toc_json): no import cycle
     from warmlint.summary_cache import SummaryCache
 
 
-@dataclass
-class FuncInfo:
-    name: str
-    qualname: str  # "Class.method" or "function"
-    start: int  # first line of the span (first decorator, or the def)
-    end: int
-    decorators: list[str]  # dotted source text of each decorator (call args dropped)
-    decorator_calls: list[str] = field(default_factory=list)  # full decorator text
-    is_async: bool = False
-
-
-@dataclass
-class ClassInfo:
-    name: str
-    bases: list[str]
-    start: int
-    methods: dict[str, FuncInfo] = field(default_factory=dict)
-    # class-level simple assignments: name -> source text of the value
-    attrs: dict[str, str] = field(default_factory=dict)
-    # dataclass-style annotated fields in order, with default source text or None
-    fields: list[tuple[str, str | None]] = field(default_factory=list)
-    decorators: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ModuleTOC:
-    """What a module defines, without its bodies. Cheap to build and to cache."""
-
-    name: str
-    path: str  # relative to the tree root, "/" separated
-    digest: str
-    imports: dict[str, str] = field(default_factory=dict)  # local name -> dotted target
-    functions: dict[str, FuncInfo] = field(default_factory=dict)
-    classes: dict[str, ClassInfo] = field(default_factory=dict)
-    # module-level assignments: name -> (line, source text of the value)
-    assigns: dict[str, tuple[int, str]] = field(default_factory=dict)
-    # names bound under `if <cond>:` at module level: name -> condition text
-    guarded: dict[str, str] = field(default_factory=dict)
-    # module globals some function rebinds (`global _PP; _PP = ...`): not constants
-    mutable: set = field(default_factory=set)
-    # digests of the code without comments, with and without positions (see code_digest)
-    code_digest: str = ""
-
-
-def _dotted(node: ast.AST) -> str:
-    if isinstance(node, ast.Call):
-        return _dotted(node.func)
-    try:
-        return ast.unparse(node)
-    except Exception:  # pragma: no cover - unparse handles every expression node
-        return ""
-
-
-def _func_info(node: ast.FunctionDef | ast.AsyncFunctionDef, prefix: str) -> FuncInfo:
-    start = min([d.lineno for d in node.decorator_list] + [node.lineno])
-    return FuncInfo(
-        name=node.name,
-        qualname=prefix + node.name,
-        start=start,
-        end=node.end_lineno or node.lineno,
-        decorators=[_dotted(d) for d in node.decorator_list],
-        decorator_calls=[ast.unparse(d) for d in node.decorator_list],
-        is_async=isinstance(node, ast.AsyncFunctionDef),
-    )
-
-
-def _resolve_relative(module: str, is_package: bool, level: int, target: str | None) -> str:
-    parts = module.split(".")
-    if not is_package:
-        parts = parts[:-1]
-    if level > 1:
-        parts = parts[: len(parts) - (level - 1)]
-    base = ".".join(parts)
-    if target:
-        return f"{base}.{target}" if base else target
-    return base
+def calls(callee: str) -> re.Pattern:
+    """A call of ``callee`` in source text: the name, then ``(``."""
+    return re.compile(rf"\b{re.escape(callee)}\s*\(")
 
 
 def comments(source: str) -> list:
@@ -129,88 +57,6 @@ def code_digest(source: bytes, rel_path: str) -> str | None:
         return None
 
 
-@work_clock.parsing
-def build_toc(name: str, rel_path: str, source: bytes, is_package: bool,
-              keep: dict | None = None) -> ModuleTOC:
-    """The module's table of contents. With ``keep``, ``keep[name]`` gets the ``ast`` it
-    was built from (a reader of the same text, ``field_dtypes``, then does not parse it
-    again) and ``code_digest`` is left to ``SourceTree.digest_code`` (``digests.py``)."""
-    digest = hashlib.sha1(source).hexdigest()
-    text = decode_source(source, rel_path)
-    try:
-        tree = ast.parse(text, filename=rel_path)
-    except SyntaxError as exc:
-        raise IndexError_(rel_path, exc.lineno or 1, f"syntax error: {exc.msg}") from None
-    except (ValueError, RecursionError, MemoryError) as exc:
-        raise IndexError_(rel_path, 1, f"cannot parse: {type(exc).__name__}") from None
-    toc = ModuleTOC(name=name, path=rel_path, digest=digest,
-                    code_digest="" if keep is not None else tree_digest(tree, text))
-    if keep is not None:
-        keep[name] = tree
-    _collect(toc, tree.body, is_package, guard=None)
-    if "global" in text:  # the walk costs more than the test, and few modules need it
-        toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global)
-                       for n in node.names}
-    return toc
-
-
-def _collect(toc: ModuleTOC, body: list[ast.stmt], is_package: bool, guard: str | None) -> None:
-    for stmt in body:
-        if isinstance(stmt, ast.Import):
-            for alias in stmt.names:
-                if alias.asname:
-                    toc.imports[alias.asname] = alias.name
-                else:
-                    head = alias.name.split(".")[0]
-                    toc.imports.setdefault(head, head)
-        elif isinstance(stmt, ast.ImportFrom):
-            base = stmt.module or ""
-            if stmt.level:
-                base = _resolve_relative(toc.name, is_package, stmt.level, stmt.module)
-            for alias in stmt.names:
-                if alias.name != "*":
-                    toc.imports[alias.asname or alias.name] = f"{base}.{alias.name}"
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            toc.functions[stmt.name] = _func_info(stmt, "")
-        elif isinstance(stmt, ast.ClassDef):
-            toc.classes[stmt.name] = _class_info(stmt)
-        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)) and stmt.value is not None:
-            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-            for target in targets:
-                if isinstance(target, ast.Name):
-                    toc.assigns[target.id] = (stmt.lineno, ast.unparse(stmt.value))
-                    if guard:
-                        toc.guarded[target.id] = guard
-        elif isinstance(stmt, ast.If):
-            cond = ast.unparse(stmt.test)
-            _collect(toc, stmt.body, is_package, guard=cond)
-            _collect(toc, stmt.orelse, is_package, guard=f"not ({cond})")
-        elif isinstance(stmt, ast.Try):
-            _collect(toc, stmt.body, is_package, guard)
-
-
-def _class_info(node: ast.ClassDef) -> ClassInfo:
-    info = ClassInfo(
-        name=node.name,
-        bases=[_dotted(b) for b in node.bases],
-        start=node.lineno,
-        decorators=[_dotted(d) for d in node.decorator_list],
-    )
-    for stmt in node.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            info.methods[stmt.name] = _func_info(stmt, node.name + ".")
-        elif isinstance(stmt, ast.Assign):
-            for target in stmt.targets:
-                if isinstance(target, ast.Name):
-                    info.attrs[target.id] = ast.unparse(stmt.value)
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            default = ast.unparse(stmt.value) if stmt.value is not None else None
-            info.fields.append((stmt.target.id, default))
-            if default is not None:
-                info.attrs[stmt.target.id] = default
-    return info
-
-
 class SourceTree:
     """A directory holding top-level packages (the directory that holds ``vllm/``)."""
 
@@ -233,6 +79,11 @@ class SourceTree:
         self.files_read: dict[str, str] = {}  # rel path -> digest
         self.code_digests: dict[str, str] = {}  # rel path -> ModuleTOC.code_digest ("": later)
         self.files_failed: dict[str, str] = {}  # rel path -> digest ("" unreadable): deps too
+        # What the run read of each module beyond its TOC (unit_deps): spans by qualname
+        # (module -> qualname -> (start, end)), or the whole module (a reader of its text)
+        self.spans_read: dict[str, dict[str, tuple[int, int]]] = {}
+        self.whole: set[str] = set()
+        self.absent: dict[str, set[str]] = {}  # module -> callees it does not call
 
     # -- module map -------------------------------------------------------------
     @property
@@ -340,6 +191,19 @@ class SourceTree:
         cached result) without building its table of contents: for readers that search
         the text first and parse only the few modules that match (``field_dtypes``).
         None if the module is not in the tree or cannot be read or decoded."""
+        self.whole.add(name)
+        return self._text(name)
+
+    def text_calling(self, name: str, callee: str) -> str | None:
+        """``read_text`` if the module's text spells a call of ``callee`` (``calls``), else
+        None: then what the run read of it is only that it holds no such call."""
+        text = self._text(name)
+        if text is None or calls(callee).search(text):
+            return self.read_text(name)
+        self.absent.setdefault(name, set()).add(callee)
+        return None
+
+    def _text(self, name: str) -> str | None:
         if name in self._data:
             return self.source(name)
         if name in self._failed or name not in self.modules:
@@ -375,8 +239,10 @@ class SourceTree:
             self.cache.put_toc(toc)
         return toc.code_digest
 
-    def parsed(self, name: str) -> ast.Module | None:
-        """The ``ast`` of ``source(name)`` if this run parsed it for its TOC (read only)."""
+    def parsed(self, name: str, info: FuncInfo | None = None) -> ast.Module | None:
+        """The ``ast`` of ``source(name)`` if this run parsed it for its TOC (read only);
+        with ``info``, the caller reads only that function's span of it."""
+        self.note_span(name, info) if info else self.whole.add(name)
         return self._asts.get(name)
 
     def bytes_read(self) -> dict[str, bytes]:
@@ -384,4 +250,24 @@ class SourceTree:
         return {self.modules[name][0]: data for name, data in self._data.items()}
 
     def lines(self, name: str) -> list[str]:
+        """The module's lines, read whole (``span`` reads one function's)."""
+        self.whole.add(name)
+        return self.lines_of(name)
+
+    def lines_of(self, name: str) -> list[str]:
         return self.source(name).splitlines(keepends=True)
+
+    def span(self, name: str, info: FuncInfo) -> str:
+        """Lines ``info.start``-``info.end`` of a module, recorded as read (``unit_deps``)."""
+        self.note_span(name, info)
+        return "".join(self.lines_of(name)[info.start - 1: info.end])
+
+    def note_span(self, name: str, info: FuncInfo) -> None:
+        self.spans_read.setdefault(name, {})[info.qualname] = (info.start, info.end)
+
+    def toc_built(self, name: str) -> bool:
+        return name in self._tocs
+
+    def read_in_parts(self) -> list[str]:
+        """Modules the run read only through their TOC, spans and ``text_calling``."""
+        return [name for name in {**self._tocs, **self.absent} if name not in self.whole]

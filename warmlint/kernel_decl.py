@@ -32,7 +32,7 @@ def read_declaration(tree, module: str, info) -> dict | None:
 def _def_node(tree, module: str, info):
     """The function's ``ast``: from the module's parse this run made for its TOC, else
     from its span (decorators and def); None if that does not parse."""
-    parsed = tree.parsed(module)
+    parsed = tree.parsed(module, info)
     if parsed is not None:
         return _find(parsed.body, info.qualname.split("."), info.start)
     text, indented = span_source(tree, module, info)

@@ -93,15 +93,25 @@ class Transport:
         """What this process read: the receiver reads the same (``absorb``)."""
         return {"tocs": list(self.tree._tocs) + sorted(self.tree._failed),
                 "functions": [k for k in self.loader._cache],
-                "expressions": list(self.resolver._expressions)}
+                "expressions": list(self.resolver._expressions),
+                "whole": sorted(self.tree.whole),
+                "spans": {m: list(q) for m, q in self.tree.spans_read.items()}}
 
     def absorb(self, reads: dict) -> None:
+        from warmlint.resolve import FuncRef
+
         for module in reads["tocs"]:
             self.tree.toc(module)
         for module, qualname in reads["functions"]:
             self._function(module, qualname)
         for text in reads["expressions"]:
             self.resolver.expression(text)
+        self.tree.whole.update(reads["whole"])  # (what unit_deps may not trust in parts)
+        for module, qualnames in reads["spans"].items():
+            for qualname in qualnames:  # spans read without a parse (kernel declarations)
+                info = self.resolver.func_info(FuncRef(module, qualname))
+                if info is not None:
+                    self.tree.note_span(module, info)
 
 
 _KINDS: dict = {}  # type -> "pf" (a parsed function), "node" (a CST node) or "" (plain)

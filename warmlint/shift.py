@@ -75,7 +75,7 @@ def anchors(result, sources: dict) -> dict:
     result reports in a file of ``sources`` (rel -> bytes read); a file with a reported
     line that is not a line of code gets no entry, so moving it re-runs the analysis."""
     spots: dict = {}
-    _rewrite(result, set(sources), lambda rel, line: spots.setdefault(rel, set()).add(line))
+    rewrite(result, set(sources), lambda rel, line: spots.setdefault(rel, set()).add(line))
     out = {rel: {} for rel in sources if rel not in spots}
     for rel, lines in spots.items():
         index = {n: i for i, (n, _) in enumerate(_code_lines(_text(sources[rel], rel)))}
@@ -105,7 +105,7 @@ def move(result, stored: dict, moved: dict):
             missing.append((rel, line))
         return got
 
-    moved_result = _rewrite(result, set(places), new_line)
+    moved_result = rewrite(result, set(places), new_line)
     if missing:
         return None
     new_anchors = dict(stored)
@@ -114,16 +114,16 @@ def move(result, stored: dict, moved: dict):
     return moved_result, new_anchors
 
 
-def _rewrite(obj, rels: set, line_of):
+def rewrite(obj, rels: set, line_of):
     """``obj`` with each line it reports in ``rels`` replaced by ``line_of(rel, line)``
     (None keeps it): a dict's "path"/"line", and "rel:line" inside text."""
     if isinstance(obj, dict):
-        new = {k: _rewrite(v, rels, line_of) for k, v in obj.items()}
+        new = {k: rewrite(v, rels, line_of) for k, v in obj.items()}
         if obj.get("path") in rels and isinstance(obj.get("line"), int):
             new["line"] = line_of(obj["path"], obj["line"]) or obj["line"]
         return new
     if isinstance(obj, list):
-        return [_rewrite(v, rels, line_of) for v in obj]
+        return [rewrite(v, rels, line_of) for v in obj]
     if isinstance(obj, str) and ".py:" in obj:
         for rel in rels:
             obj = re.sub(re.escape(rel) + r":(\d+)\b",

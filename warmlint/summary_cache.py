@@ -14,13 +14,14 @@ overwritten: never a crash, never trusted. Files are written private (0600, dire
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
 from pathlib import Path
 from typing import Any, Callable
 
-from warmlint import shift
+from warmlint import shift, unit_deps
 from warmlint.files import DATA_MAX_BYTES, DEFAULT_MAX_BYTES, read_regular, write_file
 
 
@@ -110,7 +111,9 @@ class SummaryCache:
         if not _well_formed(payload):
             return None
         deps, codes = dict(payload["deps"]), dict(payload["codes"])
-        changed, moved = False, {}
+        units = payload.get("units") if isinstance(payload.get("units"), dict) else {}
+        words = functools.cache(lambda: self.names(key, payload.get("names")))
+        changed, moved, kept = False, {}, {}
         for rel, digest in payload["deps"].items():
             try:
                 if rel.startswith("dir:"):
@@ -127,12 +130,20 @@ class SummaryCache:
                 continue
             now = code_digest(data, rel) if code_digest and codes.get(rel) else None
             how = shift.compare(now, codes[rel]) if now else None
+            if how is None and now and rel in units:  # new code, maybe none the run read
+                how = unit_deps.check(self, words, units[rel], rel, digest, data)
+                kept[rel] = (how, data)
             if how is None:
                 return None
             if how == "moved":
                 moved[rel] = data
             deps[rel], codes[rel], changed = current, now, True
         result, anchors = payload["result"], payload["anchors"]
+        for rel, (held, data) in kept.items():
+            got = unit_deps.relocate(result, anchors, units, rel, held, data)
+            if got is None:
+                return None
+            result, anchors, units = got
         if moved:
             try:
                 got = shift.move(result, anchors, moved)
@@ -142,16 +153,40 @@ class SummaryCache:
                 return None
             result, anchors = got
         if changed:
-            self.put_result(key, deps, result, codes, anchors)
+            self.put_result(key, deps, result, codes, anchors, units, payload.get("names"))
         return result
 
     def put_result(self, key: str, deps: dict[str, str], result: Any,
-                   codes: dict[str, str] | None = None, anchors: dict | None = None) -> None:
+                   codes: dict[str, str] | None = None, anchors: dict | None = None,
+                   units: dict | None = None, names: list | str | None = None) -> None:
+        """Store a run's result; ``units``: what it read of each file; ``names``: the words
+        of what it read (``unit_deps``), stored beside it and named in the entry by their
+        digest (a list), or that digest (a str: the entry is re-stored after an edit)."""
         if not deps:  # nothing to check it against: it could never be trusted
             return
+        if isinstance(names, list):
+            blob = json.dumps({"format": FORMAT, "names": names}).encode()
+            _store(self._names_path(key), blob)
+            names = hashlib.sha1(blob).hexdigest()
         _store(self._result_path(key), json.dumps(
             {"format": FORMAT, "deps": deps, "codes": codes or {}, "anchors": anchors or {},
-             "result": result}).encode())
+             "units": units or {}, "names": names, "result": result}).encode())
+
+    def _names_path(self, key: str) -> Path:
+        return self.dir / "names" / self._result_path(key).name
+
+    def names(self, key: str, digest) -> frozenset | None:
+        """The words stored beside the entry, if they are the ones it names (``digest``);
+        else None (then ``unit_deps`` trusts no change)."""
+        try:
+            blob = read_regular(self._names_path(key), DATA_MAX_BYTES)
+            payload = json.loads(blob) if hashlib.sha1(blob).hexdigest() == digest else None
+        except (OSError, ValueError, RecursionError):
+            return None
+        words = payload.get("names") if isinstance(payload, dict) \
+            and payload.get("format") == FORMAT else None
+        ok = isinstance(words, list) and all(isinstance(w, str) for w in words)
+        return frozenset(words) if ok else None
 
 
 def _well_formed(payload) -> bool:
