@@ -252,6 +252,9 @@ run_verify() {
     done
     IFS=, read -ra envs <<< "$env"
     for w in "${envs[@]}"; do [ -n "$w" ] && args+=(--env "$w"); done
+    if [ -n "$deadline" ] && [ "$(date +%s)" -ge "$deadline" ]; then
+      echo "WARMLINT_VERIFY: $spec not started: its deadline had passed"; rc=1; continue
+    fi
     [ -n "$deadline" ] && args+=(--deadline "$deadline")
     step "warmlint verify ${args[*]}"
     local name=verify${tag:+-$tag}-$n
