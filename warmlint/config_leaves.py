@@ -13,7 +13,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from warmlint import work_clock
 from warmlint.state import _UNSET as _UNSET_EQ, SymFact, eval_pred, refine_fact
 from warmlint.values import Sym
 
@@ -140,10 +139,13 @@ class ConfigDriver:
     whole_run: set = field(default_factory=set)  # keys promoted to leaf decisions
     # Decisions past the prefix fork a process (leaf_fork.LeafForker); None: True
     forker: Any = field(default=None, repr=False, compare=False)
-    # work_clock.now() at creation and at the last decision: the work before it is what a
-    # forked leaf shares with the leaf it branches from (leaf_fork)
-    created: float = field(default_factory=work_clock.now, repr=False, compare=False)
-    decided_at: float = field(default=0.0, repr=False, compare=False)
+    # The interpreters running this leaf (anything with a ``steps`` count; the leaf's run
+    # adds and removes them), and their steps at the last decision: the work before it is
+    # what a forked leaf shares with the leaf it branches from (leaf_fork). Steps, not
+    # seconds: they leave parsing out (a child inherits it parsed) and do not move with
+    # the machine's speed or load.
+    counters: list = field(default_factory=list, repr=False, compare=False)
+    decided_steps: int = field(default=0, repr=False, compare=False)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True, where: str = "warmup"):
@@ -171,7 +173,7 @@ class ConfigDriver:
         outcome = self.prefix[k] if k < len(self.prefix) else (
             self.forker.branch(self, k) if self.forker is not None else True)
         self.trace.append(Decision(sym.key, sym.label, op, const, outcome, where))
-        self.decided_at = work_clock.now()
+        self.decided_steps = sum(counter.steps for counter in self.counters)
         self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import libcst as cst
 from libcst.metadata import MetadataWrapper, PositionProvider
 
-from warmlint import work_clock
 from warmlint.index import FuncInfo, IndexError_, SourceTree, comments
 
 
@@ -97,7 +96,6 @@ class FunctionLoader:
         self._cache[key] = parsed
         return parsed
 
-    @work_clock.parsing
     def _parse(self, module: str, info: FuncInfo) -> ParsedFunction:
         rel = self.tree.modules[module][0]
         text, indented = span_source(self.tree, module, info)

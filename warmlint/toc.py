@@ -11,7 +11,6 @@ import ast
 import hashlib
 from dataclasses import dataclass, field
 
-from warmlint import work_clock
 from warmlint.decode import IndexError_, decode_source
 from warmlint.shift import tree_digest
 
@@ -94,7 +93,6 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return base
 
 
-@work_clock.parsing
 def build_toc(name: str, rel_path: str, source: bytes, is_package: bool,
               keep: dict | None = None) -> ModuleTOC:
     """The module's table of contents. With ``keep``, ``keep[name]`` gets the ``ast`` it
