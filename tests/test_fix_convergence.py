@@ -90,9 +90,12 @@ def test_request_values_take_the_path():
 
 
 @pytest.mark.network
-# 0.21.0 (v1) and 0.34.0 (v2 rows) by default; 0.20.0's fix is pinned by its goldens in
-# three flavors (test_golden.py), and its fixed point, like 0.33.0's, in the extended run.
-@pytest.mark.parametrize("version", ["0.21.0", "0.34.0",
+# 0.34.0 (v2 rows) by default; the v1 releases' fixes are pinned by their goldens
+# (test_golden.py) and by the plugin's copy of them (test_plugin_releases.py), and their
+# fixed point, like 0.33.0's, runs with -m extended (a v1 fix re-analyzes 0.21.0 for
+# ~50 s a run; the v1 fixed point is also pinned on every fixture above).
+@pytest.mark.parametrize("version", ["0.34.0",
+                                     pytest.param("0.21.0", marks=pytest.mark.extended),
                                      pytest.param("0.20.0", marks=pytest.mark.extended),
                                      pytest.param("0.33.0", marks=pytest.mark.extended)])
 def test_fix_is_a_fixed_point_on_real_releases(tmp_path, version):
