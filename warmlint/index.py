@@ -242,7 +242,10 @@ class SourceTree:
     def parsed(self, name: str, info: FuncInfo | None = None) -> ast.Module | None:
         """The ``ast`` of ``source(name)`` if this run parsed it for its TOC (read only);
         with ``info``, the caller reads only that function's span of it."""
-        self.note_span(name, info) if info else self.whole.add(name)
+        if info is None:
+            self.whole.add(name)
+        else:
+            self.note_span(name, info)
         return self._asts.get(name)
 
     def bytes_read(self) -> dict[str, bytes]:

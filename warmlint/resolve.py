@@ -68,13 +68,7 @@ class Resolver:
     # -- lookups ------------------------------------------------------------------------
     def func_info(self, ref: FuncRef) -> FuncInfo | None:
         toc = self.tree.toc(ref.module)
-        if toc is None:
-            return None
-        if "." in ref.qualname:
-            cls, meth = ref.qualname.split(".", 1)
-            info = toc.classes.get(cls)
-            return info.methods.get(meth) if info else None
-        return toc.functions.get(ref.qualname)
+        return toc.function(ref.qualname) if toc is not None else None
 
     def parsed(self, ref: FuncRef) -> ParsedFunction | None:
         info = self.func_info(ref)

@@ -58,6 +58,14 @@ class ModuleTOC:
     # digests of the code without comments, with and without positions (see code_digest)
     code_digest: str = ""
 
+    def function(self, qualname: str) -> FuncInfo | None:
+        """The function or method ``qualname`` ("f" or "Class.method") defines, if any."""
+        head, _, method = qualname.partition(".")
+        if not method:
+            return self.functions.get(head)
+        cls = self.classes.get(head)
+        return cls.methods.get(method) if cls else None
+
 
 def _dotted(node: ast.AST) -> str:
     if isinstance(node, ast.Call):

@@ -90,11 +90,16 @@ def relocate(result, anchors: dict, units: dict, rel: str, moved: dict, data: by
     from warmlint import shift
 
     line_of, outside = remap(units[rel], moved), []
-    shift.rewrite(result, {rel}, lambda r, line: outside.append(line)
-                  if line_of(line) is None else None)
+
+    def new_line(_rel, line):
+        got = line_of(line)
+        if got is None:
+            outside.append(line)
+        return got
+
+    result = shift.rewrite(result, {rel}, new_line)
     if outside:
         return None
-    result = shift.rewrite(result, {rel}, lambda r, line: line_of(line))
     spans = {q: [*moved[s], digest] for q, (s, _, digest) in units[rel]["spans"].items()}
     units = {**units, rel: {**units[rel], "spans": spans}}
     return result, {**anchors, **shift.anchors(result, {rel: data})}, units
@@ -109,7 +114,7 @@ def lines_moved(unit: dict, old_toc, new_toc, new_text: str, fresh) -> dict | No
     lines = new_text.splitlines(keepends=True)
     moved = {}
     for qualname, (start, end, digest) in unit["spans"].items():
-        info = _func(new_toc, qualname)
+        info = new_toc.function(qualname)
         if info is None or _sha1("".join(lines[info.start - 1:info.end])) != digest:
             return None
         moved[start] = (info.start, info.end)
@@ -172,14 +177,6 @@ def _well_formed(unit) -> bool:
 
 def _header(info) -> tuple:
     return (tuple(info.decorators), tuple(info.decorator_calls), info.is_async)
-
-
-def _func(toc, qualname: str):
-    head, _, method = qualname.partition(".")
-    if not method:
-        return toc.functions.get(head)
-    cls = toc.classes.get(head)
-    return cls.methods.get(method) if cls else None
 
 
 def _sha1(text: str) -> str:
