@@ -225,3 +225,45 @@ def test_fix_removes_a_logits_copy(tmp_path):
     assert "1 logits copy removed" in proc.stderr, proc.stderr
     assert path.read_text() == before.replace("logits=logits.clone(),", "logits=logits,")
     assert run_cli("check", "--no-cache", "--select", "WL003", str(tmp_path)).returncode == 0
+
+
+NESTED = '''\
+def outer():
+    x = 1
+
+    class Inner:
+        def warm(self, logits, meta):
+            self.sampler(logits, meta)
+
+    return Inner
+
+
+def other():
+    y = [i for i in range(3)]
+    return y
+'''
+
+
+@pytest.mark.parametrize("function,edited", [("Inner.warm", True), ("outer", False),
+                                             ("missing", False)])
+def test_only_edited_functions_are_walked_nested_ones_included(function, edited):
+    """ApplyEdits skips the bodies of functions no edit names, but not one that defines
+    the edited method (a class inside a function); everything else stays byte for byte."""
+    from warmlint.codemod.anchors import defines
+    from warmlint.codemod.transform import apply_edits
+    from warmlint.edits import InsertCall
+
+    edit = InsertCall("m.py", function, (0,), "self.sampler(logits, meta)", 1,
+                      set_fields=(("seed", "0"),), note="seeded")
+    new, applied = apply_edits(NESTED, [edit])
+    assert bool(applied) is edited
+    if edited:
+        assert "replace(" in new and new.count("self.sampler(") == 2
+        assert new.split("def other")[1] == NESTED.split("def other")[1]
+    else:
+        assert new == NESTED
+    import libcst as cst
+
+    module = cst.parse_module(NESTED)
+    assert defines(module.body[0].body, {"Inner"}) and defines(module.body[0].body, {"warm"})
+    assert not defines(module.body[1].body, {"Inner", "warm", "i"})

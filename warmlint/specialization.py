@@ -310,6 +310,7 @@ def specialization_gaps(facts, found: list, unjudged: set | None = None) -> list
         warmed = _warmed(warm_hits, sig, limits)
         field_type = functools.partial(types.get, program.runner)
         typed_warm: dict = {}  # param -> the warmups' typed classes (typed_classes)
+        merged: set = set()  # gaps that have this launch's warm hits (merging is O(n^2))
         for hit in serving:
             for param, value in hit.args.items():
                 if param in sig.no_specialize or not value.taint.inputs:
@@ -337,7 +338,9 @@ def specialization_gaps(facts, found: list, unjudged: set | None = None) -> list
                 gap.tainted |= tainted
                 gap.cfgs.append(hit.cfg)
                 gap.add_path(hit, index)
-                gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
+                if key not in merged:
+                    merged.add(key)
+                    gap.warm_hits += [h for h in warm_hits if h not in gap.warm_hits]
     return finish(gaps)
 
 

@@ -102,3 +102,18 @@ def _with_block(stmt, name, change):
         return stmt.with_changes(**{name: part.with_changes(body=change(part.body))})
     inner = part.body
     return stmt.with_changes(**{name: part.with_changes(body=inner.with_changes(body=change(inner.body)))})
+
+
+_BLOCKS = (cst.BaseSuite, cst.BaseCompoundStatement, cst.ExceptHandler, cst.ExceptStarHandler,
+           cst.Else, cst.Finally, cst.MatchCase)
+
+
+def defines(node, names: set) -> bool:
+    """Whether a def or class named in ``names`` is in ``node``, at any statement depth
+    (expressions are not entered: no def is there)."""
+    for child in node.children:
+        if isinstance(child, (cst.FunctionDef, cst.ClassDef)) and child.name.value in names:
+            return True
+        if isinstance(child, _BLOCKS) and defines(child, names):
+            return True
+    return False

@@ -54,13 +54,14 @@ def compute_fixes(root: Path, settings, fields: set | None = None,
     applied: dict = {}
     skipped: dict = {}
     banned: set = set()  # content of edits that did not take what they were for
+    parsed: dict = {}
     result = FixResult()
     report, plan = analyze(texts, banned)
     while plan.edits:
         if result.rounds == MAX_ROUNDS:
             result.converged = False
             break
-        new_texts, done = _apply(root, report, plan, texts, originals, skipped)
+        new_texts, done = _apply(root, report, plan, texts, originals, skipped, parsed)
         if new_texts == texts:
             break
         new_report, new_plan = analyze(new_texts, banned)
@@ -82,8 +83,10 @@ def compute_fixes(root: Path, settings, fields: set | None = None,
     return result
 
 
-def _apply(root: Path, report, plan, texts: dict, originals: dict, skipped: dict):
-    """(texts after one round's plan, {rel: edits applied})."""
+def _apply(root: Path, report, plan, texts: dict, originals: dict, skipped: dict,
+           parsed: dict):
+    """(texts after one round's plan, {rel: edits applied}). ``parsed``: rel -> (text, its
+    LibCST module), the output of the rounds so far (parsing 0.21.0's runner takes 0.9 s)."""
     facts = report.facts
     broken = {e["path"] for e in report.errors}
     by_path: dict = {}
@@ -97,8 +100,10 @@ def _apply(root: Path, report, plan, texts: dict, originals: dict, skipped: dict
         if rel not in texts:
             originals[rel] = texts[rel] = (root / rel).read_bytes().decode("utf-8")
         first_party = {name.split(".")[0] for name in facts.tree.modules}
-        new, done[rel] = apply_edits(texts[rel], edits, _envs_module(facts, rel), first_party)
-        _check_output(rel, new)
+        old_text, module = parsed.get(rel, (None, None))
+        new, done[rel] = apply_edits(texts[rel], edits, _envs_module(facts, rel), first_party,
+                                     module=module if old_text == texts[rel] else None)
+        parsed[rel] = (new, _check_output(rel, new))  # the next round edits this tree
         texts[rel] = new
     return texts, done
 
@@ -108,8 +113,8 @@ def _envs_module(facts, rel: str) -> str:
     return f"{top}.envs" if facts.tree.has_module(f"{top}.envs") else "vllm.envs"
 
 
-def _check_output(rel: str, new: str) -> None:
-    """The codemod writes only output that parses and round-trips."""
+def _check_output(rel: str, new: str) -> cst.Module:
+    """The codemod writes only output that parses and round-trips (returned parsed)."""
     try:
         module = cst.parse_module(new)
     except cst.ParserSyntaxError as exc:  # pragma: no cover - a bug in the codemod
@@ -117,3 +122,4 @@ def _check_output(rel: str, new: str) -> None:
     if module.code != new:  # pragma: no cover
         raise RuntimeError(f"fix of {rel} does not round-trip")
     compile(new, rel, "exec")
+    return module
