@@ -26,10 +26,14 @@ def _fix_then_check(root, *extra) -> dict:
     fix = run_cli("fix", "--no-cache", str(root), *extra)
     assert fix.returncode == 0, fix.stderr
     assert "Traceback" not in fix.stderr and "run `warmlint fix` again" not in fix.stderr
-    again = run_cli("fix", "--check", "--no-cache", str(root), *extra)
+    # A fresh analysis of the fixed tree (`fix` stored nothing: --no-cache), which
+    # `check` then reads back from the cache instead of analyzing the tree a third time.
+    cache = ["--cache-dir", str(root.parent / f"{root.name}-cache")]
+    again = run_cli("fix", "--check", *cache, str(root), *extra)
     assert again.returncode == 0, again.stdout + again.stderr
-    report = run_cli("check", "--no-cache", "--format", "json", str(root), *extra,
+    report = run_cli("check", *cache, "--format", "json", str(root), *extra,
                      check_json=True).json
+    assert report["stats"]["cache"] == "hit"
     for finding in report["findings"]:
         assert set(finding["fix"]) == {"available", "description", "safe", "reason"}, finding["fix"]
         assert not finding["fix"]["safe"], (finding["message"], finding["fix"])
@@ -145,3 +149,36 @@ def test_no_wl004_prediction_below_the_8_row_minimum():
     [topp] = [f for f in report["findings"] if f["extra"]["parameter"] == "TOPP_ENABLED"]
     config = {"VLLM_USE_FLASHINFER_SAMPLER": "0"}
     assert [b for b in (1, 37, 256) if predicts(topp, "topk_only", b, config)] == [37, 256]
+
+
+def test_fix_reuses_a_stored_result_with_nothing_to_fix(tmp_path, monkeypatch):
+    """`fix` stores the analysis of what it wrote (its last round), so `check` and
+    `fix --check` right after it reuse it; on a tree whose stored result has nothing to
+    fix, `fix` is that result: no analysis, the same unfixable findings in the same order
+    as a fresh run."""
+    import warmlint.check as check_module
+    from warmlint.check import open_cache
+    from warmlint.codemod.run import compute_fixes
+    from warmlint.settings import Settings
+
+    root = make_tree(tmp_path, "flashinfer_cold")  # fixable findings, and unfixable ones
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert "fixed " in run_cli("fix", *cache, str(root)).stderr
+    stored = run_cli("check", "--format", "json", *cache, str(root), check_json=True).json
+    fresh = run_cli("check", "--format", "json", "--no-cache", str(root), check_json=True).json
+    assert stored["stats"]["cache"] == "hit"
+    assert stored["findings"] == fresh["findings"] and fresh["findings"]
+    reused = run_cli("fix", "--check", *cache, str(root))
+    again = run_cli("fix", "--check", "--no-cache", str(root))
+    assert (reused.returncode, reused.stderr) == (0, again.stderr)
+    assert "no automatic fix" in again.stderr
+
+    settings = Settings()
+    fresh = compute_fixes(root, settings)
+    store = open_cache(settings, True, tmp_path / "cache2")
+    compute_fixes(root, settings, cache=store)  # stores its first round
+    monkeypatch.setattr(check_module, "analyze_tree", lambda *a, **k: pytest.fail("analyzed"))
+    reused = compute_fixes(root, settings, cache=store)
+    assert not fresh.files and not reused.files and fresh.unfixable
+    assert [(f.path, f.line, f.col, f.rule, why) for f, why in reused.unfixable] == \
+        [(f.path, f.line, f.col, f.rule, why) for f, why in fresh.unfixable]

@@ -21,6 +21,7 @@ class Report:
     errors: list = field(default_factory=list)  # [{"path", "line", "message"}]
     stats: dict = field(default_factory=dict)
     files: list = field(default_factory=list)  # rel paths the analysis read (suppression pass)
+    fix_order: list | None = None  # a stored result's: indices of findings in rule order
 
     @property
     def incomplete(self) -> list[str]:
@@ -52,8 +53,13 @@ def _report_from_cache(root: Path, cached) -> Report | None:
 
     if not conforms(cached, RESULT) or not all(map(inside_tree, cached["files"])):
         return None  # (the suppression pass reads `files`)
-    return Report(root, [_finding_from_json(f) for f in cached["findings"]], cached["errors"],
-                  dict(cached["stats"], cache="hit"), cached["files"])
+    report = Report(root, [_finding_from_json(f) for f in cached["findings"]], cached["errors"],
+                    dict(cached["stats"], cache="hit"), cached["files"])
+    order = cached.get("fix_order")  # the findings as the rules produced them (fix's order)
+    if (isinstance(order, list) and all(type(i) is int for i in order)
+            and sorted(order) == list(range(len(report.findings)))):
+        report.fix_order = order
+    return report
 
 
 def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
@@ -117,24 +123,43 @@ def _dependencies(root: Path, files_read: dict) -> dict:
     return deps
 
 
+def open_cache(settings: Settings, use_cache: bool, cache_dir: Path | None):
+    return SummaryCache(cache_dir or default_cache_dir(), f"{__version__}:{settings.fingerprint()}",
+                        settings.max_file_size) if use_cache else None
+
+
+def stored_report(root: Path, cache: SummaryCache) -> Report | None:
+    """The stored result of the tree as it is now (``check``'s or ``fix``'s first round)."""
+    return _report_from_cache(root, cache.get_result(f"check:{root}", root, code_digest))
+
+
+def store_report(root: Path, settings: Settings, cache: SummaryCache, report: Report,
+                 written: bool = False) -> None:
+    """Store an analysis of the files as they are on disk under ``root``: the analyzed
+    tree, or (``written``) the tree ``fix`` just wrote the analyzed texts to."""
+    index = {id(f): i for i, f in enumerate(report.findings)}
+    order = [index[id(f)] for found in report.produced.values() for f in found]
+    payload = dict(report.to_json(), root=str(root), files=report.files, fix_order=order)
+    words = unit_deps.names(report.sources, json.dumps(settings.as_dict(), default=str))
+    deps = report.deps if not written else _dependencies(root, {
+        k: v for k, v in report.deps.items() if not k.startswith("dir:")})
+    cache.put_result(f"check:{root}", deps, payload, report.codes,
+                     shift.anchors(payload, report.sources), report.units, words)
+    report.stats["cache"] = "miss"
+
+
 def run_check(root: Path, settings: Settings, *, use_cache: bool = True,
               cache_dir: Path | None = None, progress: str = "off",
               jobs: int | None = None) -> Report:
     started = time.perf_counter()
-    cache = SummaryCache(cache_dir or default_cache_dir(), f"{__version__}:{settings.fingerprint()}",
-                         settings.max_file_size) if use_cache else None
-    key = f"check:{root}"
+    cache = open_cache(settings, use_cache, cache_dir)
     if cache is not None:
-        report = _report_from_cache(root, cache.get_result(key, root, code_digest))
+        report = stored_report(root, cache)
         if report is not None:
             report.stats["seconds"] = round(time.perf_counter() - started, 3)
             return report
     report = analyze_tree(root, settings, cache, progress=progress, jobs=jobs)
     if cache is not None:
-        payload = dict(report.to_json(), files=report.files)
-        words = unit_deps.names(report.sources, json.dumps(settings.as_dict(), default=str))
-        cache.put_result(key, report.deps, payload, report.codes,
-                         shift.anchors(payload, report.sources), report.units, words)
-        report.stats["cache"] = "miss"
+        store_report(root, settings, cache, report)
     report.stats["seconds"] = round(time.perf_counter() - started, 3)
     return report

@@ -41,12 +41,23 @@ class FixResult:
 
 
 def compute_fixes(root: Path, settings, fields: set | None = None,
-                  progress: str = "off", jobs: int | None = None) -> FixResult:
-    from warmlint.check import analyze_tree
+                  progress: str = "off", jobs: int | None = None,
+                  cache=None) -> FixResult:
+    """``cache``: a ``SummaryCache``: the first round, the tree as it is on disk, is
+    ``check``'s analysis; a stored one with nothing to fix is the whole answer."""
+    from warmlint.check import analyze_tree, store_report, stored_report
+
+    if cache is not None:
+        stored = stored_report(root, cache)
+        if stored is not None and stored.fix_order is not None and not any(
+                (f.fix or {}).get("available") for f in stored.findings):
+            return FixResult(report=stored, unfixable=_unfixable(stored))
 
     def analyze(texts: dict, banned: set):
-        report = analyze_tree(root, settings, None, progress=progress, overlay=texts,
-                              jobs=jobs)
+        report = analyze_tree(root, settings, None if texts else cache, progress=progress,
+                              overlay=texts, jobs=jobs)
+        if cache is not None and not texts:
+            store_report(root, settings, cache, report)
         return report, build_plan(report, fields=fields, banned=banned)
 
     texts: dict = {}  # rel -> text after the rounds so far
@@ -81,6 +92,17 @@ def compute_fixes(root: Path, settings, fields: set | None = None,
     result.files = [FileFix(rel, originals[rel], texts[rel], applied[rel])
                     for rel in sorted(texts) if texts[rel] != originals[rel]]
     return result
+
+
+def _unfixable(stored) -> list:
+    """``build_plan``'s unfixable findings of a stored result with no edit to make: those
+    of rules with a fix that said why not (``NoFix``), in the order the rules made them."""
+    from warmlint.rules import load
+
+    fixing = {rule.code for rule in load() if rule.fix is not None}
+    found = [stored.findings[i] for i in stored.fix_order]
+    return [(f, f.fix["reason"]) for f in found if f.rule in fixing and f.fix
+            and f.fix.get("reason") not in ("", "nothing to change")]
 
 
 def _apply(root: Path, report, plan, texts: dict, originals: dict, skipped: dict,

@@ -33,6 +33,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    from warmlint.check import open_cache, store_report
     from warmlint.codemod.run import compute_fixes
 
     if (args.vllm or args.pypi) and not (args.out or args.diff or args.check):
@@ -42,8 +43,9 @@ def run(args) -> int:
     settings, source = load_settings(root, overrides(args), args.config)
     if args.out and not (args.diff or args.check):
         _check_out(args.out, root)
+    cache = open_cache(settings, not args.no_cache, args.cache_dir)
     result = compute_fixes(root, settings, set(args.field) if args.field else None,
-                           progress=progress(args), jobs=jobs(args))
+                           progress=progress(args), jobs=jobs(args), cache=cache)
     show = (lambda rel: rel) if downloaded(args) else (lambda rel: display_path(root, rel))
     files = [f for f in result.files if only is None or _inside(f.path, only)]
     for finding, reason in result.unfixable:
@@ -70,6 +72,10 @@ def run(args) -> int:
         _write(dest, fix.new.encode("utf-8"), os.stat(root / fix.path).st_mode & 0o7777)
         where = dest if args.out else show(fix.path)
         sys.stderr.write(f"fixed {where}: {_summary(fix.applied)}\n")
+    if files and cache is not None and len(files) == len(result.files):
+        # The last round analyzed exactly what is now on disk: `check` (or `fix --check`)
+        # of the written tree reuses it instead of analyzing it again.
+        store_report(args.out or root, settings, cache, result.report, written=True)
     if not files:
         sys.stderr.write("warmlint: nothing to fix\n")
     if args.out:
