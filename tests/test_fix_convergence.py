@@ -97,7 +97,7 @@ def test_request_values_take_the_path():
 # 0.34.0 (v2 rows) by default; the v1 releases' fixes are pinned by their goldens
 # (test_golden.py) and by the plugin's copy of them (test_plugin_releases.py), and their
 # fixed point, like 0.33.0's, runs with -m extended (a v1 fix re-analyzes 0.21.0 for
-# ~50 s a run; the v1 fixed point is also pinned on every fixture above).
+# ~50-70 s a run; the v1 fixed point is also pinned on every fixture above).
 @pytest.mark.parametrize("version", ["0.34.0",
                                      pytest.param("0.21.0", marks=pytest.mark.extended),
                                      pytest.param("0.20.0", marks=pytest.mark.extended),

@@ -21,9 +21,12 @@ from warmlint import plugin
 
 V1, V2 = plugin.TARGETS["vllm.v1.worker.gpu_model_runner"], \
     plugin.TARGETS["vllm.v1.worker.gpu.model_runner"]
-# The current release (v2) and 0.21.0 (v1) run in CI; 0.20.0 and 0.26.0 (about two minutes
-# each: `fix`'s rounds twice) with `-m extended`.
-CASES = [pytest.param("0.21.0", V1, id="0.21.0-v1"), pytest.param("0.34.0", V2, id="0.34.0-v2"),
+# The current release (v2) runs in CI; 0.21.0, 0.20.0 (v1) and 0.26.0 (about two minutes
+# each on a 2-core machine: `fix`'s rounds twice) with `-m extended`. The v1 plugin is
+# pinned in CI on the fixtures (test_plugin.py) and on 0.20.0/0.21.0's seeded path
+# (test_real_vllm.py); 0.34.0 has no v1 runner.
+CASES = [pytest.param("0.21.0", V1, id="0.21.0-v1", marks=pytest.mark.extended),
+         pytest.param("0.34.0", V2, id="0.34.0-v2"),
          pytest.param("0.20.0", V1, id="0.20.0-v1", marks=pytest.mark.extended),
          pytest.param("0.26.0", V2, id="0.26.0-v2", marks=pytest.mark.extended)]
 
