@@ -89,14 +89,44 @@ def test_hostile_result_entries(stored):
                                json.dumps(_replace(entry, where, value)).encode())
             report = check._report_from_cache(root, store.get_result("k", root))
         if report is not None:  # still well-typed: every reporter renders it
+            from warmlint.codemod.run import _nothing_to_fix, _unfixable
             from warmlint.reporters import render
 
             for fmt in ("text", "json", "github", "sarif"):
                 assert isinstance(render(report, fmt), str)  # "" for no findings in text
+            if _nothing_to_fix(report):  # and `fix` can take it as its answer
+                assert all(isinstance(why, str) for _, why in _unfixable(report))
 
     run()
     COUNTS["hostile result entries"] = len(tried)
     assert len(tried) >= CHEAP
+
+
+def test_fix_takes_a_stored_result_only_when_it_says_why_for_every_finding(stored):
+    """`fix` answers from a stored result with nothing to fix: each finding's `fix` must
+    say it is not available and why; an entry without that is analyzed again."""
+    from warmlint.codemod.run import _nothing_to_fix, _unfixable
+
+    root, _, entry, _ = stored
+    result = entry["result"]
+    assert result["findings"] and result["fix_order"]
+
+    def loaded(fix: dict):
+        doc = dict(entry, result=dict(result, findings=[dict(f, fix=fix)
+                                                        for f in result["findings"]]))
+        with tempfile.TemporaryDirectory() as tmp:
+            store = summary_cache.SummaryCache(Path(tmp), "fuzz")
+            target = store._result_path("k")
+            target.parent.mkdir(parents=True)
+            target.write_text(json.dumps(doc))
+            return check._report_from_cache(root, store.get_result("k", root))
+
+    assert not _nothing_to_fix(loaded({"available": False, "description": "d"}))
+    assert not _nothing_to_fix(loaded({"available": True, "description": "d", "reason": ""}))
+    report = loaded({"available": False, "description": "d", "reason": "why"})
+    assert _nothing_to_fix(report)
+    assert [why for _, why in _unfixable(report)] == ["why"] * len(report.findings)
+    assert loaded({"available": False, "description": "d", "reason": 3}) is None  # schema
 
 
 def test_hostile_table_of_contents_entries(stored):

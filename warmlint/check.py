@@ -128,9 +128,13 @@ def open_cache(settings: Settings, use_cache: bool, cache_dir: Path | None):
                         settings.max_file_size) if use_cache else None
 
 
+def _key(root: Path) -> str:
+    return f"check:{root}"
+
+
 def stored_report(root: Path, cache: SummaryCache) -> Report | None:
     """The stored result of the tree as it is now (``check``'s or ``fix``'s first round)."""
-    return _report_from_cache(root, cache.get_result(f"check:{root}", root, code_digest))
+    return _report_from_cache(root, cache.get_result(_key(root), root, code_digest))
 
 
 def store_report(root: Path, settings: Settings, cache: SummaryCache, report: Report,
@@ -143,7 +147,7 @@ def store_report(root: Path, settings: Settings, cache: SummaryCache, report: Re
     words = unit_deps.names(report.sources, json.dumps(settings.as_dict(), default=str))
     deps = report.deps if not written else _dependencies(root, {
         k: v for k, v in report.deps.items() if not k.startswith("dir:")})
-    cache.put_result(f"check:{root}", deps, payload, report.codes,
+    cache.put_result(_key(root), deps, payload, report.codes,
                      shift.anchors(payload, report.sources), report.units, words)
     report.stats["cache"] = "miss"
 

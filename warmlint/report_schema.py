@@ -17,7 +17,7 @@ SINK = {"id": str, "kind": str, "name": str, "qualname": str, "path": str, "line
 RELATED = {"path": str, "line": int, "col?": int, "message?": str}
 EDIT = {"path": str, "line": int, "col?": (int, None), "end_line?": int, "end_col?": int,
         "text?": str}
-FIX = {"description": str, "safe?": bool, "edits?": [EDIT]}
+FIX = {"description": str, "safe?": bool, "available?": bool, "reason?": str, "edits?": [EDIT]}
 FINDING = {"rule": str, "name": str, "path": str, "line": int, "col": int, "function": str,
            "message": str, "condition?": str, "outcome?": str, "inputs?": [str],
            "sinks?": [SINK], "chain?": [str], "warmups?": [str], "configs?": [str],

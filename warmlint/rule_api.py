@@ -77,7 +77,7 @@ class Rule:
         except NoFix as exc:
             return no_fix(exc.reason)
         if not edits:
-            return no_fix("nothing to change")
+            return no_fix(NOTHING_TO_CHANGE)
         return {"available": True, "safe": True,
                 "description": "; ".join(dict.fromkeys(e.describe() for e in edits)),
                 "reason": ""}
@@ -108,6 +108,9 @@ class Rule:
 
     def markdown(self) -> str:
         return f"## {self.code} `{self.name}`\n\n{self.doc.strip()}\n"
+
+
+NOTHING_TO_CHANGE = "nothing to change"  # a rule fix that made no edit (not a NoFix)
 
 
 def no_fix(reason: str) -> dict:

@@ -49,8 +49,7 @@ def compute_fixes(root: Path, settings, fields: set | None = None,
 
     if cache is not None:
         stored = stored_report(root, cache)
-        if stored is not None and stored.fix_order is not None and not any(
-                (f.fix or {}).get("available") for f in stored.findings):
+        if stored is not None and _nothing_to_fix(stored):
             return FixResult(report=stored, unfixable=_unfixable(stored))
 
     def analyze(texts: dict, banned: set):
@@ -94,15 +93,24 @@ def compute_fixes(root: Path, settings, fields: set | None = None,
     return result
 
 
+def _nothing_to_fix(stored) -> bool:
+    """Whether a stored result says, for every finding, that ``fix`` has no edit and why
+    (an entry from before ``fix_order``, or without those fields, is analyzed again)."""
+    return stored.fix_order is not None and all(
+        f.fix is not None and f.fix.get("available") is False and "reason" in f.fix
+        for f in stored.findings)
+
+
 def _unfixable(stored) -> list:
     """``build_plan``'s unfixable findings of a stored result with no edit to make: those
     of rules with a fix that said why not (``NoFix``), in the order the rules made them."""
+    from warmlint.rule_api import NOTHING_TO_CHANGE
     from warmlint.rules import load
 
     fixing = {rule.code for rule in load() if rule.fix is not None}
     found = [stored.findings[i] for i in stored.fix_order]
-    return [(f, f.fix["reason"]) for f in found if f.rule in fixing and f.fix
-            and f.fix.get("reason") not in ("", "nothing to change")]
+    return [(f, f.fix["reason"]) for f in found
+            if f.rule in fixing and f.fix["reason"] != NOTHING_TO_CHANGE]
 
 
 def _apply(root: Path, report, plan, texts: dict, originals: dict, skipped: dict,
