@@ -58,6 +58,8 @@ class ServingPass(PassPolicy):
                 warm = self.warm.warm_outcomes(key, st.cfg)
                 unwarmed = warm is None or outcome not in warm
                 if unwarmed and st.div is None:
+                    interp.reuse.note_warm_test(
+                        frozenset().union(*(lit.inputs for lit in res.literals)))
                     st = st.evolve(div=interp.divergence(test, site_node, outcome, res.deciding,
                                                          multi, res.disjunct), shadows=())
                 elif unwarmed and warm is not None:
@@ -177,10 +179,9 @@ def _same_replay(done: tuple, entry: Entry, args: list, kwargs: dict) -> bool:
     the same warmup frame, under the same config, with the same arguments once its
     request objects are opened. A fixed warmup calls the sampler again and again with
     one request field changed, and serving opens every request alike: 0.21.0's fixed
-    runner has 24 entries and one replay. A repeat was not even a pure repeat: it ran
-    with the first replay's call-reuse caches, whose warm calls return joined values
-    without the facts the callee learns, and listed fact-less paths the exact analysis
-    (no reuse) does not have; tests/test_replay_once.py compares with that analysis."""
+    runner has 24 entries and one replay. (A repeat ran with the first replay's call-reuse
+    caches, and before reuse was exact it listed fact-less paths the exact analysis does
+    not have; tests/test_replay_once.py compares with that analysis.)"""
     other, other_args, other_kwargs = done
     return (other.frame is entry.frame and other.cfg == entry.cfg
             and (other.callee is entry.callee or same(other.callee, entry.callee))

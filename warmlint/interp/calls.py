@@ -117,16 +117,22 @@ class CallMixin:
         callee = state.evolve(env=env)
         reuse = self.reuse if self.policy.reuses_calls and node is not None else None
         if reuse is not None and state.div is not None:
-            returned = reuse.lookup(node, ref, bound + list(args), kwargs, state)
-            if returned is not None:
-                return [(state, returned)]
+            found = reuse.lookup(node, ref, bound + list(args), kwargs, state)
+            if found is not None:
+                paths, hits = found
+                stack = self.stack_names()
+                for hit in hits:
+                    self.policy.sink(self, state, replace(hit, stack=stack + hit.stack))
+                return paths
             if not state.heap:  # an object under construction: its bindings are path state
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
                                        state, node)
         if reuse is not None and state.div is None:
-            reuse.begin()
+            before = len(self.policy.warm_hits)
+            reuse.begin_warm()
             results = self.run_body(frame, parsed.node.body, callee)
-            reuse.end(node, ref, bound + list(args), kwargs, state, results)
+            reuse.end(node, ref, bound + list(args), kwargs, state, results, len(self.stack),
+                      self.policy.warm_hits[before:])
         else:
             results = self.run_body(frame, parsed.node.body, callee)
         results = _back_in(state, results)

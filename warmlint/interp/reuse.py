@@ -4,8 +4,11 @@ A cold state (a path past a divergence) that calls a function at the same call s
 the same arguments, as the warm path did, only behaves differently if the callee reads
 something the two paths disagree on: a fact about a request input (``generators`` is
 truthy on one, falsy on the other). The warm call records the symbols its branches and
-kernel launches read; a cold call whose facts agree on all of them takes the warm call's
-return value instead of re-running the callee, whose sinks the warm path already reached.
+kernel launches read; a cold call whose facts agree on all of them, and whose divergence
+shares no request input with an unwarmed outcome the warm call met (the exact run would go
+on past that outcome, crossed), takes the warm call's paths instead of re-running the
+callee: its return values with the facts the callee learned, and its sinks, recorded again
+for the divergence (the exact run reaches them on the divergence's path too).
 
 Cold paths also reuse each other's calls: every divergence runs the rest of the sampler on
 a path of its own, so one helper is called at one site with the same arguments once per
@@ -17,7 +20,7 @@ divergence instead of re-running the callee.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from warmlint.state import State
 from warmlint.values import Taint, Value, join_all, same
@@ -30,7 +33,10 @@ class WarmCall:
     facts: dict
     cfg: dict
     reads: set
-    returned: Value
+    returned: list  # (facts the callee learned, joined return value) per distinct facts
+    tests: set  # inputs of the unwarmed outcomes its warm paths met (frozensets)
+    depth: int  # the stack's at the call: hit stacks keep the callee's own frames
+    hits: list  # SinkHit recorded inside the callee on its warm paths
 
 
 @dataclass
@@ -56,16 +62,27 @@ class CallReuse:
         self.cold: dict = {}  # (call site id, callee) -> [ColdCall]
         self.reads: list = []  # one set per call being interpreted
         self.div_tests: list = []  # one set per cold call being interpreted
+        self.warm_tests: list = []  # one set per warm call being interpreted
 
     def note(self, keys: set) -> None:
         for reads in self.reads:
             reads |= keys
 
-    def lookup(self, site, callee, args, kwargs, state: State) -> Value | None:
+    def lookup(self, site, callee, args, kwargs, state: State) -> tuple | None:
+        """The warm call's outcomes for the cold ``state``, or None: its paths, (state,
+        value) per set of facts the callee learned on its warm paths (a request field it
+        tested, taking the outcome the warmup took: the exact run learns it too), and the
+        sinks it reached, which the exact run reaches again on this divergence's path."""
         for call in self.calls.get((id(site), callee), ()) if self.enabled else ():
             if (_same_call(call.args, call.kwargs, args, kwargs) and call.cfg == state.cfg
-                    and _agree(call.facts, state.facts, call.reads)):
-                return call.returned
+                    and _agree(call.facts, state.facts, call.reads)
+                    and not any(t & state.div.inputs for t in call.tests)):
+                self.note(call.reads)
+                paths = [(state.evolve(facts={**state.facts, **learned}) if learned else state,
+                          value) for learned, value in call.returned]
+                return paths, [replace(hit, facts=_rebase(hit.facts, call, state),
+                                       stack=hit.stack[call.depth:], crossed=state.crossed)
+                               for hit in call.hits]
         return None
 
     def cold_lookup(self, site, callee, args, kwargs, state: State, depth: int):
@@ -84,27 +101,46 @@ class CallReuse:
     def begin(self) -> None:
         self.reads.append(set())
 
+    def begin_warm(self) -> None:
+        self.begin()
+        self.warm_tests.append(set())
+
+    def note_warm_test(self, inputs: frozenset) -> None:
+        """An unwarmed outcome on a warm path: a cold path sharing its inputs would go on
+        past it (crossed), so that path cannot take the warm call's outcomes."""
+        for tests in self.warm_tests:
+            tests.add(inputs)
+
     def begin_cold(self) -> None:
         self.begin()
         self.div_tests.append(set())
+        self.warm_tests.append(set())  # none on a cold path: keeps the stacks paired
 
     def note_div_test(self, inputs: frozenset) -> None:
         """An unwarmed outcome on a cold path, kept or dropped by its inputs (conds.py)."""
         for tests in self.div_tests:
             tests.add(inputs)
 
-    def end(self, site, callee, args, kwargs, state: State, results: list) -> None:
-        reads = self.reads.pop()
+    def end(self, site, callee, args, kwargs, state: State, results: list, depth: int,
+            hits: list) -> None:
+        reads, tests = self.reads.pop(), self.warm_tests.pop()
         self.note(reads)
-        warm = [value for st, value in results if st.div is None]
-        if warm:
+        groups: dict = {}  # facts learned -> (those facts, [values])
+        for st, value in results:
+            if st.div is None:
+                learned = {k: v for k, v in st.facts.items() if state.facts.get(k) != v}
+                key = repr(sorted(learned.items()))
+                groups.setdefault(key, (learned, []))[1].append(value)
+        if groups:
             entry = WarmCall(list(args), dict(kwargs), state.facts, state.cfg, reads,
-                             join_all(warm))
+                             [(learned, join_all(values)) for learned, values in groups.values()],
+                             tests, depth, hits)
             self.calls.setdefault((id(site), callee), []).append(entry)
 
     def end_cold(self, site, callee, args, kwargs, state: State, depth: int, results: list,
                  hits: list) -> None:
         reads, div_tests = self.reads.pop(), self.div_tests.pop()
+        self.warm_tests.pop()
         self.note(reads)
         self.cold.setdefault((id(site), callee), []).append(ColdCall(
             list(args), dict(kwargs), state.facts, state.cfg, state.pc, state.div.inputs,
@@ -114,15 +150,13 @@ class CallReuse:
 def replay_cold(call: ColdCall, state: State) -> tuple[list, list]:
     """The reused call's paths and sinks, rebased on ``state``'s path (the facts it had
     there, plus what the callee learned); sink stacks keep the callee's own frames."""
-    from dataclasses import replace
-
     paths = [(state.evolve(facts=_rebase(st.facts, call, state), cfg=st.cfg, heap=st.heap), value)
              for st, value in call.results]
     return paths, [replace(hit, facts=_rebase(hit.facts, call, state),
                            stack=hit.stack[call.depth:]) for hit in call.hits]
 
 
-def _rebase(facts: dict, call: ColdCall, state: State) -> dict:
+def _rebase(facts: dict, call: ColdCall | WarmCall, state: State) -> dict:
     learned = {k: v for k, v in facts.items() if call.facts.get(k) != v}
     return {**state.facts, **learned} if learned else state.facts
 
