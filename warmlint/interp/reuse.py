@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from warmlint.state import State
-from warmlint.values import Taint, Value, join_all, same
+from warmlint.values import Taint, join_all, same
 
 
 @dataclass
