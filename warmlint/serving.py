@@ -14,6 +14,7 @@ import libcst as cst
 
 from warmlint.interp import BudgetExceeded, Interp, PassPolicy, SinkHit
 from warmlint.interp.frames import outcome_id
+from warmlint.interp.reuse import same_call
 from warmlint.joins import merge_states
 from warmlint.resolve import ClassRef
 from warmlint.state import State, SymFact, div_key
@@ -57,13 +58,13 @@ class ServingPass(PassPolicy):
             if any(lit.kind == "request" for lit in res.literals):
                 warm = self.warm.warm_outcomes(key, st.cfg)
                 unwarmed = warm is None or outcome not in warm
+                inputs = frozenset().union(*(lit.inputs for lit in res.literals)) \
+                    if unwarmed else frozenset()
                 if unwarmed and st.div is None:
-                    interp.reuse.note_warm_test(
-                        frozenset().union(*(lit.inputs for lit in res.literals)))
+                    interp.reuse.note_warm_test(inputs)
                     st = st.evolve(div=interp.divergence(test, site_node, outcome, res.deciding,
                                                          multi, res.disjunct), shadows=())
                 elif unwarmed and warm is not None:
-                    inputs = frozenset().union(*(lit.inputs for lit in res.literals))
                     interp.reuse.note_div_test(inputs)
                     if not inputs & st.div.inputs:
                         # A second, independent unwarmed outcome: that path belongs to the
@@ -185,12 +186,7 @@ def _same_replay(done: tuple, entry: Entry, args: list, kwargs: dict) -> bool:
     other, other_args, other_kwargs = done
     return (other.frame is entry.frame and other.cfg == entry.cfg
             and (other.callee is entry.callee or same(other.callee, entry.callee))
-            and _same_values(other_args, args) and other_kwargs.keys() == kwargs.keys()
-            and _same_values([other_kwargs[k] for k in kwargs], list(kwargs.values())))
-
-
-def _same_values(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(_same_arg(x, y) for x, y in zip(a, b))
+            and same_call(other_args, other_kwargs, args, kwargs, _same_arg))
 
 
 def _same_arg(x: Value, y: Value) -> bool:

@@ -119,11 +119,7 @@ class CallMixin:
         if reuse is not None and state.div is not None:
             found = reuse.lookup(node, ref, bound + list(args), kwargs, state)
             if found is not None:
-                paths, hits = found
-                stack = self.stack_names()
-                for hit in hits:
-                    self.policy.sink(self, state, replace(hit, stack=stack + hit.stack))
-                return paths
+                return self._reused(state, *found)
             if not state.heap:  # an object under construction: its bindings are path state
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
                                        state, node)
@@ -140,16 +136,20 @@ class CallMixin:
             cached.store(self, memo_key, state, results, before)
         return results
 
+    def _reused(self, state: State, paths: list, hits: list) -> list:
+        """A reused call's paths, its sinks recorded again for ``state``'s divergence
+        under the current stack (the hits keep the callee's own frames)."""
+        stack = self.stack_names()
+        for hit in hits:
+            self.policy.sink(self, state, replace(hit, stack=stack + hit.stack))
+        return paths
+
     def _call_cold(self, reuse, ref, frame, callee: State, args, kwargs, state: State,
                    node) -> list:
         depth = len(self.stack)
         again = reuse.cold_lookup(node, ref, args, kwargs, state, depth)
         if again is not None:
-            paths, hits = replay_cold(again, state)
-            stack = self.stack_names()
-            for hit in hits:
-                self.policy.sink(self, state, replace(hit, stack=stack + hit.stack))
-            return paths
+            return self._reused(state, *replay_cold(again, state))
         before = len(self.policy.hits_of(state))
         reuse.begin_cold()
         results = _back_in(state, self.run_body(frame, frame.fn.node.body, callee))

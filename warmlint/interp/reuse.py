@@ -74,7 +74,7 @@ class CallReuse:
         tested, taking the outcome the warmup took: the exact run learns it too), and the
         sinks it reached, which the exact run reaches again on this divergence's path."""
         for call in self.calls.get((id(site), callee), ()) if self.enabled else ():
-            if (_same_call(call.args, call.kwargs, args, kwargs) and call.cfg == state.cfg
+            if (same_call(call.args, call.kwargs, args, kwargs) and call.cfg == state.cfg
                     and _agree(call.facts, state.facts, call.reads)
                     and not any(t & state.div.inputs for t in call.tests)):
                 self.note(call.reads)
@@ -90,7 +90,7 @@ class CallReuse:
             if (call.depth == depth and call.cfg == state.cfg and call.pc == state.pc
                     and all(bool(t & call.inputs) == bool(t & state.div.inputs)
                             for t in call.div_tests)
-                    and _same_call(call.args, call.kwargs, args, kwargs)
+                    and same_call(call.args, call.kwargs, args, kwargs)
                     and _agree(call.facts, state.facts, call.reads)):
                 self.note(call.reads)
                 for tests in self.div_tests:
@@ -128,7 +128,7 @@ class CallReuse:
         groups: dict = {}  # facts learned -> (those facts, [values])
         for st, value in results:
             if st.div is None:
-                learned = {k: v for k, v in st.facts.items() if state.facts.get(k) != v}
+                learned = _learned(st.facts, state.facts)
                 key = repr(sorted(learned.items()))
                 groups.setdefault(key, (learned, []))[1].append(value)
         if groups:
@@ -157,18 +157,25 @@ def replay_cold(call: ColdCall, state: State) -> tuple[list, list]:
 
 
 def _rebase(facts: dict, call: ColdCall | WarmCall, state: State) -> dict:
-    learned = {k: v for k, v in facts.items() if call.facts.get(k) != v}
+    learned = _learned(facts, call.facts)
     return {**state.facts, **learned} if learned else state.facts
+
+
+def _learned(facts: dict, before: dict) -> dict:
+    """The facts a callee learned: those of ``facts`` that differ from ``before``."""
+    return {k: v for k, v in facts.items() if before.get(k) != v}
 
 
 def _agree(facts_a: dict, facts_b: dict, keys: set) -> bool:
     return all(facts_a.get(k) == facts_b.get(k) for k in keys)
 
 
-def _same_call(args_a: list, kwargs_a: dict, args_b: list, kwargs_b: dict) -> bool:
-    return (_same_args(args_a, args_b) and kwargs_a.keys() == kwargs_b.keys()
-            and _same_args([kwargs_a[k] for k in kwargs_b], list(kwargs_b.values())))
+def same_call(args_a: list, kwargs_a: dict, args_b: list, kwargs_b: dict,
+              same_arg=lambda x, y: x is y or same(x, y)) -> bool:
+    """Two calls' arguments, positional and keyword, pairwise alike by ``same_arg``."""
+    return (_same_args(args_a, args_b, same_arg) and kwargs_a.keys() == kwargs_b.keys()
+            and _same_args([kwargs_a[k] for k in kwargs_b], list(kwargs_b.values()), same_arg))
 
 
-def _same_args(a: list, b: list) -> bool:
-    return len(a) == len(b) and all(x is y or same(x, y) for x, y in zip(a, b))
+def _same_args(a: list, b: list, same_arg) -> bool:
+    return len(a) == len(b) and all(same_arg(x, y) for x, y in zip(a, b))
