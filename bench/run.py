@@ -27,7 +27,8 @@ from collections import Counter
 from datetime import datetime
 from pathlib import Path
 
-import workloads  # bench/workloads.py: this script's directory is first on sys.path
+import scaling  # bench/scaling.py, bench/workloads.py: this script's directory is first on sys.path
+import workloads
 
 ME = str(Path(__file__).resolve())
 BENCH = Path(ME).parent
@@ -228,7 +229,11 @@ def _edited_run(copy_and_snap: tuple, scratch: Path, extra: list) -> list:
     return warmlint(copy, fresh_dir(scratch, "edit-", like=snap), extra)
 
 
-def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
+def _cold_jobs(p: dict, scratch: Path, n: int) -> list:
+    return warmlint(p["tree"], fresh_dir(scratch, "cold-"), (*p["extra"], "-j", str(n)))
+
+
+def specs(p: dict, scratch: Path, jobs: tuple = ()) -> list[tuple[str, callable]]:
     """(row label, () -> command) for every repeated measurement of one tree."""
     return [
         ("python start-up (-c pass)", lambda: [PY, "-c", "pass"]),
@@ -236,6 +241,7 @@ def specs(p: dict, scratch: Path) -> list[tuple[str, callable]]:
         (COLD, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"), p["extra"])),
         (COLD_1, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"), (*p["extra"], "-j", "1"))),
         (COLD_0, lambda: warmlint(p["tree"], fresh_dir(scratch, "cold-"), (*p["extra"], "-j", "0"))),
+        *((scaling.label(n), functools.partial(_cold_jobs, p, scratch, n)) for n in jobs),
         (WARM, lambda: warmlint(p["tree"], p["warm"], p["extra"])),
         *((label, functools.partial(_edited_run, p["copies"][label], scratch, p["extra"])) for label in EDITS),
         (FILES, lambda: [PY, ME, "--parse", "files", str(p["lists"]["files"])]),
@@ -376,6 +382,8 @@ def render(state: dict, output: Path) -> None:
         "## Ratios and goals", "", *ratios_and_goals(results), "",
         "## Where warmlint's time goes (one in-process probe per mode: bench/run.py --probe)", "",
         *breakdown(state["probes"], results), "",
+        *(["## Cold runs by cores (bench/scaling.py)", "",
+           *scaling.table(results, state["jobs"], md, fmt), ""] if state.get("jobs") else []),
         "## Parallel parsing on this machine (bench/parallel_experiment.py)", "", state["parallel"].rstrip(), "",
         MARKER]
     old = output.read_text() if output.exists() else ""
@@ -397,6 +405,9 @@ def main() -> None:
     parser.add_argument("--output", type=Path, default=BENCH / "results.md")
     parser.add_argument("--ref", help="benchmark this git revision (exported to the scratch dir), "
                         "not the working tree: other people's half-done edits do not leak in")
+    parser.add_argument("--jobs", type=scaling.parse, default=[], metavar="N,N",
+                        help="also measure cold runs with --jobs N (e.g. 2,4,8; 0 and 1 are always "
+                             "measured) and report the speed-ups: bench/scaling.py")
     parser.add_argument("--render", type=Path, metavar="STATE", help="only rewrite --output from a state.json")
     args = parser.parse_args()
     if args.render:
@@ -416,10 +427,10 @@ def main() -> None:
     os.chdir(args.scratch)  # so `python -m` finds warmlint on PYTHONPATH / the install, not in cwd
     load_before, started = os.getloadavg(), datetime.now().astimezone()
     prepared = {v: prepare(v, releases, args.scratch) for v in vs}  # also fills the .pyc cache
-    samples = {v: {label: [] for label, _ in specs(prepared[v], args.scratch)} for v in vs}
+    samples = {v: {label: [] for label, _ in specs(prepared[v], args.scratch, args.jobs)} for v in vs}
     for rep in range(args.repeat):
         for v in vs:
-            for label, make in specs(prepared[v], args.scratch):
+            for label, make in specs(prepared[v], args.scratch, args.jobs):
                 samples[v][label].append(run_once(make()))
         print(f"repeat {rep + 1}/{args.repeat} done", file=sys.stderr, flush=True)
     results = {v: {label: summarize(s) for label, s in rows.items()} for v, rows in samples.items()}
@@ -442,7 +453,8 @@ def main() -> None:
             "releases": str(releases), "scratch": str(args.scratch)}
     probes = {v: {mode: {k: p[k] for k in ("total", "phases", "stats", "libcst_imported")}
                   for mode, p in prepared[v]["probes"].items()} for v in vs}
-    state = {"meta": meta, "results": results, "probes": probes, "parallel": parallel, "samples": samples}
+    state = {"meta": meta, "results": results, "probes": probes, "parallel": parallel, "samples": samples,
+             "jobs": args.jobs}
     (args.scratch / "state.json").write_text(json.dumps(state, indent=1))
     render(state, args.output)
 
