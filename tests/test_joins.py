@@ -131,27 +131,3 @@ def test_a_fork_shaped_elif_loop_is_analyzed_within_a_small_budget(tmp_path):
     assert proc.json["stats"]["complete"], proc.json["stats"]
     found = {f["message"].split("`")[1] for f in proc.json["findings"]}
     assert found == {f"sid == {i} and md.f{i} is not None" for i in range(16)}
-
-
-def test_rows_written_as_their_table_was_made_do_not_keep_warm_paths_apart():
-    """``seeds_set[i] = False`` on a ``zeros`` table leaves its rows as they were made: a
-    warm path that wrote it and one that did not hold the same rows and are joined. Kept
-    apart, each of the sampler calls `warmlint fix` adds to 0.34.0's warmup ran on 2-5
-    such paths per config leaf (`check` of the fixed tree: 30 s serial, 13 s joined).
-    Rows that differ still keep paths apart: merged, ``any(rows)`` would answer both
-    ways and warm a branch only one path takes."""
-    from warmlint.interp import tables
-    from warmlint.joins import merge_states
-    from warmlint.values import Const
-
-    table = tables.new(Const(0))
-    untouched = State({})
-    as_made = tables.write(untouched, table, Const(False), every_row=True)
-    seeded = tables.write(untouched, table, Const(True), every_row=True)
-    joined = merge_states([untouched, as_made], keep_configs=True)
-    assert len(joined) == 1 and not tables.element(joined[0], table).value
-    assert len(merge_states([untouched, seeded], keep_configs=True)) == 2
-    assert len(merge_states([as_made, seeded], keep_configs=True)) == 2
-    other = tables.new(Const(1))  # False written to a table of ones: not as made
-    assert len(merge_states([untouched, tables.write(untouched, other, Const(False), True)],
-                            keep_configs=True)) == 2

@@ -71,8 +71,6 @@ _SEEN_MAX = 512
 def _binding_key(heap: dict) -> tuple:
     out = []
     for key, value in heap.items():
-        if key[0] == "rows" and _as_made(value, key[1].initial):
-            continue  # rows written as the table was made: as if never written
         for opt in (value.options if isinstance(value, OneOf) else (value,)):
             kind = type(opt)
             if kind is Func:
@@ -86,16 +84,6 @@ def _binding_key(heap: dict) -> tuple:
 
 
 _CONSTS = (Const, TestOutcome)
-
-
-def _as_made(value, initial) -> bool:
-    """A row element equal to the table's initial one (``False`` written to ``zeros``):
-    paths that differ only by having written it hold the same rows."""
-    return type(value) is Const and type(initial) is Const and type(value.value) in _NUMS \
-        and type(initial.value) in _NUMS and value.value == initial.value
-
-
-_NUMS = (bool, int)
 _BUILT = (Lambda, Obj, ClassVal)
 
 
