@@ -282,6 +282,11 @@ def use_source(ref: str | None, scratch: Path) -> str:
     return f"commit {commit} (`--ref {ref}`), exported to {src}"
 
 
+def _cores(meta: dict) -> int:
+    """The measuring machine's core count, from its description (``nproc N, ...``)."""
+    return int(meta["machine"].split(",")[0].split()[-1])
+
+
 def machine() -> str:
     cpu = next(line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if "model name" in line)
     mem = next(int(line.split()[1]) for line in open("/proc/meminfo") if line.startswith("MemTotal"))
@@ -383,7 +388,7 @@ def render(state: dict, output: Path) -> None:
         "## Where warmlint's time goes (one in-process probe per mode: bench/run.py --probe)", "",
         *breakdown(state["probes"], results), "",
         *(["## Cold runs by cores (bench/scaling.py)", "",
-           *scaling.table(results, state["jobs"], md, fmt), ""] if state.get("jobs") else []),
+           *scaling.table(results, state["jobs"], md, fmt, _cores(meta)), ""] if state.get("jobs") else []),
         "## Parallel parsing on this machine (bench/parallel_experiment.py)", "", state["parallel"].rstrip(), "",
         MARKER]
     old = output.read_text() if output.exists() else ""

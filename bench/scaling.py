@@ -12,9 +12,8 @@ the machine's cores.
 
 from __future__ import annotations
 
-import os
-
 ONE_CORE = ("warmlint cold, --jobs 0 (serial)", "warmlint cold, --jobs 1")
+ALL_CORES = "warmlint cold (empty cache)"  # the default --jobs: every core of the machine
 
 
 def label(n: int) -> str:
@@ -37,9 +36,9 @@ def fraction(speedup: float, n: int) -> float:
     return (1 - 1 / speedup) / (1 - 1 / n)
 
 
-def table(results: dict, jobs: list[int], md, fmt) -> list[str]:
-    """The scaling table of every tree, from the medians of `results` (bench/run.py)."""
-    cores = os.cpu_count() or 1
+def table(results: dict, jobs: list[int], md, fmt, cores: int) -> list[str]:
+    """The scaling table of every tree, from the medians of `results` (bench/run.py);
+    ``cores``: the measuring machine's, the default ``--jobs``."""
     lines = [md("tree", "jobs", "wall (median) s", "CPU s", "speed-up over one core",
                 "parallel fraction (Amdahl)"), "|---|---:|---:|---:|---:|---:|"]
     for tree, rows in results.items():
@@ -48,12 +47,13 @@ def table(results: dict, jobs: list[int], md, fmt) -> list[str]:
             continue
         base = min(r["median"] for r in one)
         lines.append(md(tree, "1 (best of serial, --jobs 1)", fmt(base), "-", "1.00", "-"))
-        for n in jobs:
-            row = rows.get(label(n))
+        for n in sorted(set(jobs) | {cores}) if cores > 1 else jobs:
+            row = rows.get(ALL_CORES if n == cores else label(n))
             if row is None:
                 continue
             speedup = base / row["median"]
-            note = "" if n <= cores else f" ({cores} cores)"
+            note = " (default: every core)" if n == cores else \
+                "" if n < cores else f" (on {cores} cores)"
             lines.append(md(tree, f"{n}{note}", fmt(row["median"]), fmt(row["cpu"], 2),
                             fmt(speedup, 2), fmt(fraction(speedup, n), 2) if speedup > 0 else "-"))
     return lines

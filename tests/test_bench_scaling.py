@@ -34,12 +34,15 @@ def test_amdahl_fraction_of_ideal_and_of_no_speedup():
 def test_table_takes_the_faster_one_core_run_as_the_base():
     results = {"0.34.0": {scaling.ONE_CORE[0]: _row(8.0), scaling.ONE_CORE[1]: _row(10.0),
                           scaling.label(2): _row(5.0, 9.0), scaling.label(8): _row(2.0, 12.0)}}
-    lines = scaling.table(results, [2, 8], _md, _fmt)
+    results["0.34.0"][scaling.ALL_CORES] = _row(1.6, 14.0)
+    lines = scaling.table(results, [2, 8], _md, _fmt, 16)
     two = next(line for line in lines if line.startswith("| 0.34.0 | 2"))
     assert "| 5.000 | 9.00 | 1.60 | 0.75 |" in two  # 8/5 = 1.6; (1 - 1/1.6) / (1 - 1/2)
     eight = next(line for line in lines if line.startswith("| 0.34.0 | 8"))
     assert "| 4.00 | 0.86 |" in eight  # 8/2 = 4; (1 - 1/4) / (1 - 1/8) = 0.857
     assert "8.000" in next(line for line in lines if "best of serial" in line)
+    every = next(line for line in lines if "default: every core" in line)
+    assert every.startswith("| 0.34.0 | 16") and "| 1.600 | 14.00 | 5.00 |" in every
 
 
 def test_jobs_option_rejects_what_it_cannot_measure():

@@ -15,6 +15,7 @@ from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo
 from warmlint.leaf_fork import Parallel, available
+from warmlint.program_fork import side_by_side
 from warmlint.resolve import Resolver
 from warmlint.serving import ServingPass, run_entries
 from warmlint.settings import Settings
@@ -40,6 +41,8 @@ class Program:
     runner: str  # qualified class name
     warmups: list  # [WarmupMethod]
     leaves: list = field(default_factory=list)
+    notes: list = field(default_factory=list)  # (error, reported once per run?), in order
+    truncated: bool = False
 
     def leaf_configs(self, indices) -> tuple[list[str], bool]:
         """Config conditions common to the given leaves, and whether they pick exactly them."""
@@ -96,20 +99,35 @@ def _analyze(tree: SourceTree, settings: Settings, jobs: int | None, started: fl
         from warmlint.leaf_transport import Transport
 
         facts.parallel = Parallel(jobs, Transport(tree, resolver))
-    seen_errors: set = set()
     runners: dict = {}
     for method in methods:
         runners.setdefault(method.cls, []).append(method)
-    for cls, group in runners.items():
-        program = Program(cls.dotted, group)
-        facts.programs.append(program)
-        _run_program(facts, program, seen_errors)
+    facts.programs = [Program(cls.dotted, group) for cls, group in runners.items()]
+    if facts.parallel is not None and facts.parallel.jobs > 1 and len(facts.programs) > 1:
+        jobs = facts.parallel.jobs  # each runner's process takes one of the cores
+        facts.parallel.jobs = max(1, jobs - len(facts.programs) + 1)
+        try:
+            side_by_side(facts.programs, lambda program: _run_program(facts, program),
+                         facts.parallel.transport)
+        finally:
+            facts.parallel.jobs = jobs
+    else:
+        for program in facts.programs:
+            _run_program(facts, program)
+    seen_errors: set = set()
+    for program in facts.programs:  # in runner order, as if run one after another
+        facts.truncated |= program.truncated
+        for err, once in program.notes:  # a leaf's errors once per run, the rest as found
+            if once and err in seen_errors:
+                continue
+            seen_errors.add(err) if once else None
+            facts.errors.append(err)
     facts.seconds = time.perf_counter() - started
     facts.functions_parsed = loader.functions_parsed
     return facts
 
 
-def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
+def _run_program(facts: Facts, program: Program) -> None:
     resolver, settings, methods = facts.resolver, facts.settings, program.warmups
 
     replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
@@ -148,35 +166,32 @@ def _run_program(facts: Facts, program: Program, seen_errors: set) -> None:
                                 facts.parallel.round if facts.parallel else None)
     first = methods[0]
     if left:  # configs never analyzed: their findings are unknown
-        facts.truncated = True
-        facts.errors.append((first.path, first.line,
+        program.truncated = True
+        program.notes.append(((first.path, first.line,
                              f"config enumeration of {program.runner} stopped at "
                              f"{len(leaves)} leaves (max-configs = {settings.max_configs}) "
                              "with configurations left unanalyzed; raise max-configs or pin "
-                             "configs with --assume"))
+                             "configs with --assume"), False))
     if any(driver.truncated for driver, _ in leaves):
-        facts.errors.append((first.path, first.line,
-                             f"a config of {program.runner} takes more than "
-                             f"{MAX_DECISIONS} config decisions; the rest were not "
-                             "enumerated; pin configs with --assume"))
+        program.notes.append(((first.path, first.line,
+                               f"a config of {program.runner} takes more than "
+                               f"{MAX_DECISIONS} config decisions; the rest were not "
+                               "enumerated; pin configs with --assume"), False))
     for driver, (leaf, errors) in leaves:
         if driver.infeasible:
             continue
         program.leaves.append(leaf)
-        facts.truncated |= driver.truncated
-        for err in errors:
-            if err not in seen_errors:
-                seen_errors.add(err)
-                facts.errors.append(err)
-    facts.truncated |= len(program.leaves) >= settings.max_configs
+        program.truncated |= driver.truncated
+        program.notes += [(err, True) for err in errors]
+    program.truncated |= len(program.leaves) >= settings.max_configs
     for method in methods:  # a warmup that reaches no sampler analyzed nothing
         if program.leaves and not any(reaches_sampler(leaf.warm, method)
                                       for leaf in program.leaves):
             what = "runs no sampling step warmlint can model" if method.function \
                 else "reaches no sampler call"
-            facts.errors.append((method.path, method.line,
-                                 f"warmup {method.ref.qualname} {what} in any config "
-                                 "(nothing it warms was analyzed)"))
+            program.notes.append(((method.path, method.line,
+                                   f"warmup {method.ref.qualname} {what} in any config "
+                                   "(nothing it warms was analyzed)"), False))
 
 
 def _fingerprint(warm: WarmupPass, driver, extra_keys: set) -> str:
