@@ -158,7 +158,7 @@ class LeafForker:
         if beside:
             self.children.append(pid)
         else:  # no free slot: the child computes in this one's stead, on its slot (which
-            _wait(pid)  # it keeps, dead or alive: a child that dies leaves no slot taken)
+            wait_child(pid)  # it keeps, dead or alive: a child that dies leaves no slot taken)
         return True
 
     def poll(self) -> None:
@@ -179,7 +179,7 @@ class LeafForker:
             message = {"spawn": self.spawn, "status": status, "body": body,
                        "reads": self.transport.reads()}
             for pid in self.children:
-                _wait(pid)
+                wait_child(pid)
             # Read only after this process has exited: a file cut short by a crash fails
             # to load and the leaf is run again, so no rename is needed.
             with open(os.path.join(self.dir, f"{os.getpid()}.leaf"), "wb") as out:
@@ -194,7 +194,7 @@ class LeafForker:
         """Wait for every child; their results by the decisions they were forked with."""
         self.slots.release()  # this process computes no more: one more may
         for pid in self.children:
-            _wait(pid)
+            wait_child(pid)
         self.children = []
         self.slots.acquire()
         got: dict = {}
@@ -317,7 +317,8 @@ def in_serial_order(results: dict, redo, max_leaves: int) -> tuple[list, bool]:
     return depth_first(leaf, max_leaves)
 
 
-def _wait(pid: int) -> None:
+def wait_child(pid: int) -> None:
+    """Reap a forked child, whatever signal interrupts the wait or reaped it already."""
     while True:
         try:
             os.waitpid(pid, 0)

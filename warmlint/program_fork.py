@@ -20,6 +20,8 @@ import sys
 import tempfile
 from typing import Callable
 
+from warmlint.leaf_fork import wait_child
+
 
 def side_by_side(programs: list, run: Callable, transport) -> None:
     """``run(program)`` for each of ``programs``, which it fills in place."""
@@ -37,7 +39,7 @@ def side_by_side(programs: list, run: Callable, transport) -> None:
             children.append((pid, i))
         run(programs[0])
         for pid, i in children:
-            _wait(pid)
+            wait_child(pid)
             if not _receive(programs, i, transport, os.path.join(folder, f"{i}.program")):
                 run(programs[i])  # what the serial run would have done
     finally:
@@ -71,13 +73,3 @@ def _receive(programs: list, i: int, transport, path: str) -> bool:
     programs[i].__dict__.update(program.__dict__)
     return True
 
-
-def _wait(pid: int) -> None:
-    while True:
-        try:
-            os.waitpid(pid, 0)
-            return
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            return
