@@ -131,3 +131,44 @@ def test_a_fork_shaped_elif_loop_is_analyzed_within_a_small_budget(tmp_path):
     assert proc.json["stats"]["complete"], proc.json["stats"]
     found = {f["message"].split("`")[1] for f in proc.json["findings"]}
     assert found == {f"sid == {i} and md.f{i} is not None" for i in range(16)}
+
+
+def test_rows_written_as_their_table_was_made_do_not_keep_warm_paths_apart():
+    """``seeds_set[i] = False`` on a ``zeros`` table leaves its rows as they were made: a
+    warm path that wrote it and one that did not hold the same rows and are joined. Kept
+    apart, each sampler call `warmlint fix` adds to 0.34.0's warmup ran on 2-5 such paths
+    per config leaf (`check` of the fixed tree: 30 s serial, 14 s joined). Rows that
+    differ still keep paths apart: merged, ``any(rows)`` would answer both ways and warm a
+    branch only one path takes."""
+    from warmlint.interp import tables
+    from warmlint.joins import merge_states
+    from warmlint.values import Const, Tensor
+
+    table = tables.new(Const(0))
+    untouched = State({})
+    as_made = tables.write(untouched, table, Const(False), every_row=True)
+    seeded = tables.write(untouched, table, Const(True), every_row=True)
+    joined = merge_states([untouched, as_made], keep_configs=True)
+    assert len(joined) == 1
+    assert tables.reduce("any", Tensor(None, Const(0).taint, table), joined[0]).value is False
+    assert len(merge_states([untouched, seeded], keep_configs=True)) == 2
+    assert len(merge_states([as_made, seeded], keep_configs=True)) == 2
+    other = tables.new(Const(1))  # False written to a table of ones: not as made
+    assert len(merge_states([untouched, tables.write(untouched, other, Const(False), True)],
+                            keep_configs=True)) == 2
+
+
+def test_a_warm_join_keeps_the_made_rows_of_the_path_that_never_wrote_them():
+    """Two warm paths joined where only one wrote a table's rows: the other read the rows
+    the table was made with, and the join holds both (a warmup path's rows are what it
+    warms; keeping only the written ones lost outcomes the other path took)."""
+    from warmlint.interp import tables
+    from warmlint.joins import join_states
+    from warmlint.values import Const
+
+    table = tables.new(Const(0))
+    wrote = tables.write(State({}), table, Const(-1), every_row=True)
+    joined = join_states(wrote, State({}), warmup=True)
+    assert {o.value for o in tables.element(joined, table).options} == {-1, 0}
+    assert {o.value for o in tables.element(join_states(State({}), wrote, warmup=True),
+                                            table).options} == {-1, 0}

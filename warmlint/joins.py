@@ -26,7 +26,7 @@ def merge_states(states: list[State], keep_configs: bool = False) -> list[State]
     groups: dict[tuple, State] = {}
     for st in states:
         key = merge_key(st, keep_configs)
-        groups[key] = join_states(groups[key], st) if key in groups else st
+        groups[key] = join_states(groups[key], st, keep_configs) if key in groups else st
     return list(groups.values())
 
 
@@ -71,6 +71,8 @@ _SEEN_MAX = 512
 def _binding_key(heap: dict) -> tuple:
     out = []
     for key, value in heap.items():
+        if key[0] == "rows" and _as_made(value, key[1].initial):
+            continue  # rows written as the table was made: as if never written
         for opt in (value.options if isinstance(value, OneOf) else (value,)):
             kind = type(opt)
             if kind is Func:
@@ -84,6 +86,16 @@ def _binding_key(heap: dict) -> tuple:
 
 
 _CONSTS = (Const, TestOutcome)
+
+
+def _as_made(value, initial) -> bool:
+    """A row element equal to the table's initial one (``False`` written to ``zeros``):
+    paths that differ only by having written it hold the same rows."""
+    return type(value) is Const and type(initial) is Const and type(value.value) in _NUMS \
+        and type(initial.value) in _NUMS and value.value == initial.value
+
+
+_NUMS = (bool, int)
 _BUILT = (Lambda, Obj, ClassVal)
 
 
@@ -102,16 +114,23 @@ def join_pairs(pairs: list, keep_configs: bool = False, warm_over: int = 0) -> l
         key = (n,) if apart and st.div is None else merge_key(st, keep_configs)
         if key in groups:
             first, firsts = groups[key]
-            groups[key] = (join_states(first, st), [join(a, b) for a, b in zip(firsts, vals)])
+            groups[key] = (join_states(first, st, keep_configs),
+                           [join(a, b) for a, b in zip(firsts, vals)])
         else:
             groups[key] = (st, vals)
     return list(groups.values())
 
 
-def join_states(a: State, b: State) -> State:
+def join_states(a: State, b: State, warmup: bool = False) -> State:
+    """``warmup``: rows one path never wrote hold what their table was made with, and
+    the join keeps that too (a warmup's paths are what it warms)."""
     env = _join_dicts(a.env, b.env, (a.facts, b.facts))
     shadows = a.shadows + tuple(s for s in b.shadows if s not in a.shadows)
     heap = _join_dicts(a.heap, b.heap)
+    if warmup and a.heap is not b.heap:
+        for key in a.heap.keys() ^ b.heap.keys():
+            if key[0] == "rows":
+                heap[key] = join(heap[key], key[1].initial)
     return State(env, _merge_facts(a.facts, b.facts), a.div, a.pc | b.pc,
                  _merge_facts(a.cfg, b.cfg), shadows, heap, a.crossed | b.crossed)
 
