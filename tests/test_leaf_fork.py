@@ -125,6 +125,8 @@ def test_cheap_leaves_are_not_forked():
     (1, 15_600, 0.0, False),  # one core: sharing 0.34.0's leaves does not pay for a fork
     (1, 40_000, 0.0, True),
     (2, 0, 0.2, False),       # time without steps (parsing: a child inherits it parsed)
+    (4, 400, 0.0, True),      # four cores or more: v1 leaves fork too
+    (3, 2_000, 0.0, False),
 ])
 def test_the_work_before_the_last_decision_decides_forking(jobs, work, idle, forked):
     die_at = (True, False, True, False)  # a forked child there dies: run again here

@@ -230,8 +230,20 @@ SERIAL_FIRST = 2  # leaves run unforked before the forked round
 # costly serving replays are shared in memory, and forked they cost 0.33.0 twice the CPU).
 # Measured in seconds the two sides were 1.5x apart and moved with the machine (0.33.0's
 # v1 leaves measured 0.037-0.067 s against a 0.06 s bar, and flipped).
+# With four cores or more, forking pays whatever the leaves share: the v1 leaves' doubled
+# CPU spreads over the cores (16-core host, `check`, two runs each: 0.33.0 at `-j 16`
+# 14.0/10.1 -> 6.1/5.9 s, at `-j 4` 12.1/12.5 -> 8.2/9.4 s; 0.21.0 at `-j 16` 4.3/4.3 ->
+# 3.8/3.3 s, at `-j 4` 4.8/4.4 -> 5.3/4.5 s).
 FORK_MIN_STEPS = 40_000
 FORK_MIN_STEPS_PARALLEL = 5_000
+FORK_ALWAYS_JOBS = 4
+
+
+def fork_bar(jobs: int) -> int:
+    """The work before the last decision from which leaves fork, with ``jobs`` at once."""
+    if jobs >= FORK_ALWAYS_JOBS:
+        return 0
+    return FORK_MIN_STEPS if jobs < 2 else min(FORK_MIN_STEPS, FORK_MIN_STEPS_PARALLEL)
 
 
 def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Transport,
@@ -243,7 +255,7 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
     # to inherit (the first decisions come before any parsing), and a promotion found
     # there costs what it costs serially.
     known, shared = _serial_leaves(run, new_driver, min(SERIAL_FIRST, max_leaves))
-    if shared < (FORK_MIN_STEPS if jobs < 2 else min(FORK_MIN_STEPS, FORK_MIN_STEPS_PARALLEL)):
+    if shared < fork_bar(jobs):
         # Little work before the last decision (cheap warmups, costly serving replays):
         # forking, sending leaves back and sharing replays through files cost more than
         # they save (vLLM 0.21.0 and 0.33.0: up to 1.6x slower on one core). The rest
