@@ -47,7 +47,7 @@ def table(results: dict, jobs: list[int], md, fmt, cores: int) -> list[str]:
             continue
         base = min(r["median"] for r in one)
         lines.append(md(tree, "1 (best of serial, --jobs 1)", fmt(base), "-", "1.00", "-"))
-        for n in sorted(set(jobs) | {cores}) if cores > 1 else jobs:
+        for n in sorted(set(jobs) | ({cores} if cores > 1 else set())):
             row = rows.get(ALL_CORES if n == cores else label(n))
             if row is None:
                 continue
@@ -55,5 +55,5 @@ def table(results: dict, jobs: list[int], md, fmt, cores: int) -> list[str]:
             note = " (default: every core)" if n == cores else \
                 "" if n < cores else f" (on {cores} cores)"
             lines.append(md(tree, f"{n}{note}", fmt(row["median"]), fmt(row["cpu"], 2),
-                            fmt(speedup, 2), fmt(fraction(speedup, n), 2) if speedup > 0 else "-"))
+                            fmt(speedup, 2), fmt(fraction(speedup, n), 2)))
     return lines

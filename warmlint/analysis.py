@@ -118,9 +118,10 @@ def _analyze(tree: SourceTree, settings: Settings, jobs: int | None, started: fl
     for program in facts.programs:  # in runner order, as if run one after another
         facts.truncated |= program.truncated
         for err, once in program.notes:  # a leaf's errors once per run, the rest as found
-            if once and err in seen_errors:
-                continue
-            seen_errors.add(err) if once else None
+            if once:
+                if err in seen_errors:
+                    continue
+                seen_errors.add(err)
             facts.errors.append(err)
     facts.seconds = time.perf_counter() - started
     facts.functions_parsed = loader.functions_parsed
