@@ -10,7 +10,9 @@ import time
 from dataclasses import dataclass, field
 
 from warmlint import stack_room
-from warmlint.config_leaves import MAX_DECISIONS, Assumptions, Decision, enumerate_all
+from warmlint.config_leaves import (
+    MAX_DECISIONS, Assumptions, Decision, enumerate_all, without_implied)
+from warmlint.config_domains import Domains
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo
@@ -56,7 +58,7 @@ class Program:
         exact = all(
             i in indices or not common <= set(leaf.decisions)
             for i, leaf in enumerate(self.leaves))
-        return [d.text() for d in ordered], exact
+        return [d.text() for d in without_implied(ordered)], exact
 
 
 @dataclass
@@ -163,7 +165,8 @@ def _run_program(facts: Facts, program: Program) -> None:
                 facts.parallel.publish(key, consulted, serving)
         return Leaf(list(driver.trace), warm, serving, dict(driver.used_assumptions)), errors
 
-    leaves, left = enumerate_all(run, Assumptions(settings.assume), settings.max_configs,
+    assumptions = Assumptions(settings.assume, Domains(resolver))
+    leaves, left = enumerate_all(run, assumptions, settings.max_configs,
                                 facts.parallel.round if facts.parallel else None)
     first = methods[0]
     if left:  # configs never analyzed: their findings are unknown

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from warmlint.state import _UNSET as _UNSET_EQ, SymFact, eval_pred, refine_fact
+from warmlint.state import _UNSET as _UNSET_EQ, SymFact, _settle, eval_pred, refine_fact
 from warmlint.values import Sym
 
 MAX_DECISIONS = 24
@@ -65,6 +65,20 @@ class Decision:
         return describe_decision(self.label, self.op, self.const, self.outcome)
 
 
+def without_implied(decisions: list) -> list:
+    """The decisions minus those the others on the same atom already imply, for
+    messages: ``mode in ('a', 'b')`` makes ``mode`` (truthy) say nothing more."""
+    dropped: set = set()
+    for i, d in enumerate(decisions):
+        fact = SymFact()
+        for j, other in enumerate(decisions):
+            if j != i and j not in dropped and other.key == d.key:
+                fact = refine_fact(fact, other.op, other.const, other.outcome)
+        if eval_pred(fact, d.op, d.const) is d.outcome:  # of two equal ones, one stays
+            dropped.add(i)
+    return [d for i, d in enumerate(decisions) if i not in dropped]
+
+
 def facts_as_decisions(cfg: dict) -> list:
     """Path-level config facts, written like leaf decisions."""
     from warmlint.interp.attrs import config_label
@@ -105,8 +119,9 @@ def describe_decision(label: str, op: str, const: Any, outcome: bool) -> str:
 class Assumptions:
     """Pinned atom values: defaults (CUDA platform) overlaid by config and --assume."""
 
-    def __init__(self, pinned: dict[str, Any]):
+    def __init__(self, pinned: dict[str, Any], domain: Callable[[str], Any] | None = None):
         self.pinned = dict(pinned)
+        self.domain = domain  # sym key -> the values the atom can hold, or None
 
     def lookup(self, sym: Sym) -> tuple[bool, Any]:
         for name in (sym.key, sym.label):
@@ -192,7 +207,9 @@ class ConfigDriver:
             return self.facts[sym.key]
         pinned, value = self.assumptions.lookup(sym)
         if not pinned:
-            fact = SymFact()
+            values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
+            fact = SymFact() if values is None else _settle(
+                SymFact(among=values, none=False if None not in values else None))
         elif value == NOT_NONE:  # known to be set, value unknown
             fact = SymFact(none=False, truthy=True)
         elif isinstance(value, str) and value.startswith(">="):  # a lower bound only

@@ -66,6 +66,8 @@ def eval_pred(fact: SymFact, op: str, const: Any) -> bool | None:
         if fact.lo is not None and fact.lo >= 1:
             return True
         return None
+    if op in ("eq", "in") and _truth_rules_out(fact.truthy, (const,) if op == "eq" else const):
+        return False
     if op == "eq":
         if const is None:
             return eval_pred(fact, "is_none", None)
@@ -105,6 +107,22 @@ def eval_pred(fact: SymFact, op: str, const: Any) -> bool | None:
         if lo is not None and lo >= const:
             return False
     return None
+
+
+# Constants whose equality implies equal truth: ``x == c`` makes ``bool(x) == bool(c)``.
+_PLAIN = (str, bytes, int, float, bool, type(None))
+
+
+def _truth_rules_out(truthy: bool | None, consts) -> bool:
+    """Whether a value of known truth equals none of ``consts``: a falsy value is no
+    non-empty string or non-zero number (a path that learned ``not mode`` cannot take
+    ``mode in ("a", "b")``), a truthy one is no ``""``, ``0`` or ``None``."""
+    if truthy is None:
+        return False
+    try:
+        return all(type(c) in _PLAIN and bool(c) is not truthy for c in consts)
+    except TypeError:  # not a collection: nothing is ruled out
+        return False
 
 
 def _hashable(value: Any) -> bool:

@@ -61,8 +61,9 @@ def _str_table(value) -> bool:
 
 
 # What the entries hold; bumped when that changes (5: JSON tables of contents, entries
-# carry the format and are validated on read; 6: code digests hash pickles, shift.py).
-FORMAT = 6
+# carry the format and are validated on read; 6: code digests hash pickles, shift.py;
+# 7: class fields' annotations, config_domains).
+FORMAT = 7
 
 
 class SummaryCache:

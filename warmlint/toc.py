@@ -37,6 +37,8 @@ class ClassInfo:
     # dataclass-style annotated fields in order, with default source text or None
     fields: list[tuple[str, str | None]] = field(default_factory=list)
     decorators: list[str] = field(default_factory=list)
+    # annotated fields: name -> source text of the annotation (config_domains)
+    annotations: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -177,6 +179,7 @@ def _class_info(node: ast.ClassDef) -> ClassInfo:
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             default = ast.unparse(stmt.value) if stmt.value is not None else None
             info.fields.append((stmt.target.id, default))
+            info.annotations[stmt.target.id] = ast.unparse(stmt.annotation)
             if default is not None:
                 info.attrs[stmt.target.id] = default
     return info

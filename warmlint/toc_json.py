@@ -47,7 +47,7 @@ def _keys(data, keys: set, what: str) -> dict:
 
 
 _FUNC = {"name", "qualname", "start", "end", "decorators", "decorator_calls", "is_async"}
-_CLASS = {"name", "bases", "start", "methods", "attrs", "fields", "decorators"}
+_CLASS = {"name", "bases", "start", "methods", "attrs", "fields", "decorators", "annotations"}
 _MODULE = {"name", "path", "digest", "imports", "functions", "classes", "assigns", "guarded",
            "mutable", "code_digest"}
 
@@ -71,7 +71,8 @@ def _class(data, what: str) -> ClassInfo:
     _check(isinstance(d["fields"], list), what)
     return ClassInfo(_str(d["name"], what), _strs(d["bases"], what), _int(d["start"], what),
                      _table(d["methods"], what, _func), _table(d["attrs"], what, _str),
-                     [_field(f, what) for f in d["fields"]], _strs(d["decorators"], what))
+                     [_field(f, what) for f in d["fields"]], _strs(d["decorators"], what),
+                     _table(d["annotations"], what, _str))
 
 
 def _assign(value, what: str) -> tuple:
@@ -101,7 +102,8 @@ def encode(toc: ModuleTOC) -> dict:
     classes = {name: {"name": c.name, "bases": c.bases, "start": c.start,
                       "methods": {m: _func_json(f) for m, f in c.methods.items()},
                       "attrs": c.attrs, "fields": [list(f) for f in c.fields],
-                      "decorators": c.decorators} for name, c in toc.classes.items()}
+                      "decorators": c.decorators, "annotations": c.annotations}
+               for name, c in toc.classes.items()}
     return {"name": toc.name, "path": toc.path, "digest": toc.digest, "imports": toc.imports,
             "functions": {n: _func_json(f) for n, f in toc.functions.items()},
             "classes": classes, "assigns": {n: list(a) for n, a in toc.assigns.items()},

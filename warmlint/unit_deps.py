@@ -153,7 +153,7 @@ def _entries(toc) -> dict:
     for name, cls in toc.classes.items():
         put(name, "class", (tuple(cls.bases), tuple(cls.decorators), tuple(sorted(
             (m, _header(f)) for m, f in cls.methods.items())), tuple(sorted(cls.attrs.items())),
-            tuple(map(tuple, cls.fields))))
+            tuple(map(tuple, cls.fields)), tuple(sorted(cls.annotations.items()))))
     for name, (_, text) in toc.assigns.items():
         put(name, "assign", text)
     for name, cond in toc.guarded.items():
