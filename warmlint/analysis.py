@@ -54,11 +54,19 @@ class Program:
         common = set(chosen[0].decisions)
         for leaf in chosen[1:]:
             common &= set(leaf.decisions)
-        ordered = [d for d in chosen[0].decisions if d in common]
+        ordered = [d for d in chosen[0].decisions if d in common - self.preconditions()]
         exact = all(
             i in indices or not common <= set(leaf.decisions)
             for i, leaf in enumerate(self.leaves))
         return [d.text() for d in without_implied(ordered)], exact
+
+    def preconditions(self) -> set:
+        """Decisions every leaf whose warmups reach the sampler takes (``runner_type !=
+        'pooling'``, ``not (mm_config and mm_config.mm_encoder_only)``): a configuration
+        that samples at all meets them, so a finding's conditions leave them out."""
+        sampling = [set(leaf.decisions) for leaf in self.leaves
+                    if any(reaches_sampler(leaf.warm, m) for m in self.warmups)]
+        return set.intersection(*sampling) if sampling else set()
 
 
 @dataclass

@@ -104,7 +104,7 @@ def describe_decision(label: str, op: str, const: Any, outcome: bool) -> str:
     if op == "truthy":
         if label.isupper() or label.startswith("VLLM_"):
             return f"{label}={'1' if outcome else '0'}"
-        return label if outcome else f"not {label}"
+        return label if outcome else f"not ({label})" if " " in label else f"not {label}"
     if op == "is_none":
         return f"{label} is {'' if outcome else 'not '}None"
     if op == "eq":
@@ -161,6 +161,9 @@ class ConfigDriver:
     # the machine's speed or load.
     counters: list = field(default_factory=list, repr=False, compare=False)
     decided_steps: int = field(default=0, repr=False, compare=False)
+    # (object key, field key) of guards ``obj and obj.field`` decided false: with one of
+    # the two known true, the other is false (decide_guard)
+    denied: set = field(default_factory=set)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True, where: str = "warmup"):
@@ -170,7 +173,7 @@ class ConfigDriver:
         ``where``: "warmup", "serving" or "constructor", the frame consulting it.
         """
         self.consulted.setdefault(sym.key, where)
-        fact = (path or {}).get(sym.key) or self.fact(sym)
+        fact = self._fact(sym, path)
         known = eval_pred(fact, op, const)
         if known is not None:
             return known
@@ -184,13 +187,61 @@ class ConfigDriver:
         if len(self.trace) >= MAX_DECISIONS:
             self.truncated = True
             return op != "is_none"
+        outcome = self._next(sym.key, sym.label, op, const, where)
+        self.facts[sym.key] = refine_fact(fact, op, const, outcome)
+        return outcome
+
+    def _next(self, key: str, label: str, op: str, const: Any, where: str) -> bool:
+        """Take the next whole-run decision: the prefix's outcome, or True (a forked
+        child takes False)."""
         k = len(self.trace)
         outcome = self.prefix[k] if k < len(self.prefix) else (
             self.forker.branch(self, k) if self.forker is not None else True)
-        self.trace.append(Decision(sym.key, sym.label, op, const, outcome, where))
+        self.trace.append(Decision(key, label, op, const, outcome, where))
         self.decided_steps = sum(counter.steps for counter in self.counters)
-        self.facts[sym.key] = refine_fact(fact, op, const, outcome)
         return outcome
+
+    def decide_guard(self, obj: Sym, attr: Sym, path: dict | None, where: str) -> bool | None:
+        """``obj and obj.attr`` (a config object and one of its fields) as one whole-run
+        decision, or None when either is known already (then each is decided alone).
+
+        Why: ``if mm_config and mm_config.mm_encoder_only: return`` decided literal by
+        literal makes three leaves, two of which (no ``mm_config``; one that is not
+        encoder-only) run alike: every later leaf twice (vLLM's v1 runner). One decision
+        makes two. False records the guard as denied: a later test of either one alone
+        still splits, and with one known true the other is false."""
+        if self.known(obj, "truthy", None, path) is not None \
+                or self.known(attr, "truthy", None, path) is not None:
+            return None
+        key = f"({obj.key} and {attr.key})"
+        if key in self.facts:  # decided before in this leaf
+            return bool(self.facts[key].truthy)
+        if len(self.trace) >= MAX_DECISIONS:
+            return None
+        self.consulted.setdefault(obj.key, where)
+        self.consulted.setdefault(attr.key, where)
+        outcome = self._next(key, f"{obj.label} and {attr.label}", "truthy", None, where)
+        self.facts[key] = SymFact(truthy=outcome, none=False if outcome else None)
+        if outcome:
+            for sym in (obj, attr):
+                self.facts[sym.key] = refine_fact(self.fact(sym), "truthy", None, True)
+        else:
+            self.denied.add((obj.key, attr.key))
+        return outcome
+
+    def _fact(self, sym: Sym, path: dict | None) -> SymFact:
+        """The atom's fact on this path: the path's, else the leaf's; a denied guard
+        whose other side is known true makes it false."""
+        fact = (path or {}).get(sym.key) or self.fact(sym)
+        for obj, attr in self.denied:
+            other = attr if sym.key == obj else obj if sym.key == attr else None
+            if other is None:
+                continue
+            known = (path or {}).get(other) or self.facts.get(other)
+            if known is not None and (eval_pred(known, "truthy", None) is True
+                                      or (other == obj and known.none is False)):
+                fact = refine_fact(fact, "truthy", None, False)
+        return fact
 
     def poll(self) -> None:
         """Called now and then by a long run: a forked leaf stops if its round is over."""
@@ -199,8 +250,7 @@ class ConfigDriver:
 
     def known(self, sym: Sym, op: str, const: Any, path: dict | None = None) -> bool | None:
         """The atom's truth if the path, the leaf or an assumption already says; no fork."""
-        fact = (path or {}).get(sym.key) or self.fact(sym)
-        return eval_pred(fact, op, const)
+        return eval_pred(self._fact(sym, path), op, const)
 
     def fact(self, sym: Sym) -> SymFact:
         if sym.key in self.facts:

@@ -87,6 +87,9 @@ class CondMixin:
     def _walk(self, node, state: State) -> list:
         if type(node) is cst.BooleanOperation:
             is_and = type(node.operator) is cst.And
+            guard = self._guard(node, state) if is_and else None
+            if guard is not None:
+                return guard
             out = []
             for st, truth, lits in self._walk(node.left, state):
                 if truth != is_and:
@@ -147,6 +150,16 @@ class CondMixin:
             return None
         if node is not None and val.op == "in":
             self.policy.config_test(self, node, val, self.context())
+        where, whole_run = self._config_scope()
+        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, whole_run, where)
+        if isinstance(truth, bool):
+            return truth != val.negated
+        if truth == "fork":
+            return val, self.driver.fact(val.sym)
+        return None
+
+    def _config_scope(self) -> tuple[str, bool]:
+        """Where a config literal is read, and whether its choice holds for the run."""
         # Choices made while building objects (dispatch bindings) or by the warmup's own
         # guards (which entries it calls) must hold for the whole run: leaf decisions.
         # Whole-run (leaf) decisions: the runner's own attributes (which objects it holds),
@@ -165,12 +178,37 @@ class CondMixin:
         # deployment's serving path once the two paths merge.
         whole_run = runner_init or in_warmup or (
             self.policy.name == "warmup" and not self.in_constructor())
-        truth = self.driver.decide(val.sym, val.op, val.const, st.cfg, whole_run, where)
-        if isinstance(truth, bool):
-            return truth != val.negated
-        if truth == "fork":
-            return val, self.driver.fact(val.sym)
-        return None
+        return where, whole_run
+
+    def _guard(self, node: cst.BooleanOperation, state: State) -> list | None:
+        """``obj and obj.attr`` over an undecided config object, where its choice holds
+        for the run: one decision for the pair (``ConfigDriver.decide_guard``), not one
+        per literal. None: walk it literal by literal."""
+        right = node.right
+        if not (type(right) is cst.Attribute and right.value.deep_equals(node.left)):
+            return None
+        if self.policy.opaque_config(self):
+            return None
+        where, whole_run = self._config_scope()
+        if not whole_run:
+            return None
+        left = self.eval(node.left, state)
+        if len(left) != 1 or not _config_sym(left[0][1]) or decide(*left[0]) is not None:
+            return None
+        st, obj = left[0]
+        got = self.eval(right, st)
+        if len(got) != 1 or not _config_sym(got[0][1]) or decide(*got[0]) is not None:
+            return None
+        st, attr = got[0]
+        if attr.key != f"{obj.key}.{right.attr.value}":
+            return None
+        for val in (obj, attr):
+            self.promote_choice(val)
+            keys = keys_read(val)
+            self.read_keys |= keys
+            self.reuse.note(keys)
+        truth = self.driver.decide_guard(obj, attr, st.cfg, where)
+        return None if truth is None else [(st, truth, ())]
 
     def _refine(self, st: State, node, val: Value, outcome: bool) -> State | None:
         if isinstance(val, Sym):
@@ -252,6 +290,10 @@ def keys_read(val: Value) -> set:
         elif isinstance(opt, Sym):
             keys.add(opt.key)
     return keys
+
+
+def _config_sym(val: Value) -> bool:
+    return isinstance(val, Sym) and val.kind == "config"
 
 
 def _name_test(node) -> tuple[str | None, str]:
