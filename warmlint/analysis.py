@@ -45,6 +45,7 @@ class Program:
     leaves: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # (error, reported once per run?), in order
     truncated: bool = False
+    _pre: tuple = field(default=(-1, None), repr=False, compare=False)  # preconditions()
 
     def leaf_configs(self, indices) -> tuple[list[str], bool]:
         """Config conditions common to the given leaves, and whether they pick exactly them."""
@@ -64,9 +65,11 @@ class Program:
         """Decisions every leaf whose warmups reach the sampler takes (``runner_type !=
         'pooling'``, ``not (mm_config and mm_config.mm_encoder_only)``): a configuration
         that samples at all meets them, so a finding's conditions leave them out."""
-        sampling = [set(leaf.decisions) for leaf in self.leaves
-                    if any(reaches_sampler(leaf.warm, m) for m in self.warmups)]
-        return set.intersection(*sampling) if sampling else set()
+        if self._pre[0] != len(self.leaves):  # once per finished enumeration
+            sampling = [set(leaf.decisions) for leaf in self.leaves
+                        if any(reaches_sampler(leaf.warm, m) for m in self.warmups)]
+            self._pre = (len(self.leaves), set.intersection(*sampling) if sampling else set())
+        return self._pre[1]
 
 
 @dataclass
