@@ -402,7 +402,8 @@ def main() -> None:
     parser.add_argument("--versions", default="0.21.0,0.33.0,0.34.0,aphrodite-engine==0.24.1",
                         help="vLLM versions, and forks as DIST==VERSION (bench/workloads.py FORKS, "
                              "e.g. aphrodite-engine==0.24.1); all must be in --releases already")
-    parser.add_argument("--releases", type=Path, help="default: $WARMLINT_CACHE_DIR/releases")
+    parser.add_argument("--releases", type=Path,
+                        help="default: warmlint's cache's releases/ ($WARMLINT_CACHE_DIR, else ~/.cache/warmlint)")
     parser.add_argument("--scratch", type=Path, default=Path(tempfile.gettempdir()) / "warmlint-bench")
     parser.add_argument("--no-fixit", action="store_true", help="skip Fixit (minutes per tree)")
     parser.add_argument("--no-parallel", action="store_true",
@@ -418,7 +419,9 @@ def main() -> None:
     if args.render:
         return render(json.loads(args.render.read_text()), args.output)
     args.output, args.scratch = args.output.resolve(), args.scratch.resolve()
-    cache = Path(os.environ.get("WARMLINT_CACHE_DIR") or REPO / ".cache" / "warmlint")
+    from warmlint.summary_cache import default_cache_dir  # where `warmlint check --vllm` puts them
+
+    cache = default_cache_dir()
     releases, vs = args.releases or cache / "releases", args.versions.split(",")
     for v in vs:  # an unknown fork, or a release not fetched yet: say so before minutes of set-up
         if not (releases / workloads.tree_name(v)).is_dir():
