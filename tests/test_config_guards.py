@@ -1,6 +1,6 @@
 """``obj and obj.attr`` over a config object is one configuration decision, not one per
 literal (ConfigDriver.decide_guard), and a finding's configs leave out what every
-sampling configuration meets (analysis.Program.preconditions).
+sampling configuration meets (``analysis.Program.preconditions``).
 
 vLLM's v1 runner returns early from its warmups on ``if mm_config and
 mm_config.mm_encoder_only``. Literal by literal that made three leaves where two behave

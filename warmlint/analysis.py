@@ -45,7 +45,10 @@ class Program:
     leaves: list = field(default_factory=list)
     notes: list = field(default_factory=list)  # (error, reported once per run?), in order
     truncated: bool = False
-    _pre: tuple = field(default=(-1, None), repr=False, compare=False)  # preconditions()
+    # Decisions every leaf whose warmups reach the sampler takes (``runner_type !=
+    # 'pooling'``, ``not (mm_config and mm_config.mm_encoder_only)``): a configuration that
+    # samples at all meets them, so a finding's conditions leave them out.
+    preconditions: set = field(default_factory=set)
 
     def leaf_configs(self, indices) -> tuple[list[str], bool]:
         """Config conditions common to the given leaves, and whether they pick exactly them."""
@@ -55,21 +58,11 @@ class Program:
         common = set(chosen[0].decisions)
         for leaf in chosen[1:]:
             common &= set(leaf.decisions)
-        ordered = [d for d in chosen[0].decisions if d in common - self.preconditions()]
+        ordered = [d for d in chosen[0].decisions if d in common - self.preconditions]
         exact = all(
             i in indices or not common <= set(leaf.decisions)
             for i, leaf in enumerate(self.leaves))
         return [d.text() for d in without_implied(ordered)], exact
-
-    def preconditions(self) -> set:
-        """Decisions every leaf whose warmups reach the sampler takes (``runner_type !=
-        'pooling'``, ``not (mm_config and mm_config.mm_encoder_only)``): a configuration
-        that samples at all meets them, so a finding's conditions leave them out."""
-        if self._pre[0] != len(self.leaves):  # once per finished enumeration
-            sampling = [set(leaf.decisions) for leaf in self.leaves
-                        if any(reaches_sampler(leaf.warm, m) for m in self.warmups)]
-            self._pre = (len(self.leaves), set.intersection(*sampling) if sampling else set())
-        return self._pre[1]
 
 
 @dataclass
@@ -199,9 +192,11 @@ def _run_program(facts: Facts, program: Program) -> None:
         program.truncated |= driver.truncated
         program.notes += [(err, True) for err in errors]
     program.truncated |= len(program.leaves) >= settings.max_configs
-    for method in methods:  # a warmup that reaches no sampler analyzed nothing
-        if program.leaves and not any(reaches_sampler(leaf.warm, method)
-                                      for leaf in program.leaves):
+    reached = [[reaches_sampler(leaf.warm, m) for m in methods] for leaf in program.leaves]
+    sampling = [set(leaf.decisions) for leaf, row in zip(program.leaves, reached) if any(row)]
+    program.preconditions = set.intersection(*sampling) if sampling else set()
+    for i, method in enumerate(methods):  # a warmup that reaches no sampler analyzed nothing
+        if program.leaves and not any(row[i] for row in reached):
             what = "runs no sampling step warmlint can model" if method.function \
                 else "reaches no sampler call"
             program.notes.append(((method.path, method.line,

@@ -87,11 +87,11 @@ class CondMixin:
     def _walk(self, node, state: State) -> list:
         if type(node) is cst.BooleanOperation:
             is_and = type(node.operator) is cst.And
-            guard = self._guard(node, state) if is_and else None
-            if guard is not None:
-                return guard
+            done, lefts = self._guard(node, state) if is_and else (None, None)
+            if done is not None:
+                return done
             out = []
-            for st, truth, lits in self._walk(node.left, state):
+            for st, truth, lits in self._walk(node.left, state) if lefts is None else lefts:
                 if truth != is_and:
                     out.append((st, truth, lits))
                     continue
@@ -106,10 +106,7 @@ class CondMixin:
         results = self.eval(node, state) if value is None else [(state, value)]
         out = []
         for st, val in results:
-            self.promote_choice(val)
-            keys = keys_read(val)
-            self.read_keys |= keys
-            self.reuse.note(keys)
+            self._note_read(val)
             truth = decide(st, val)
             if truth is not None:
                 out.append((st, truth, ()))
@@ -133,6 +130,13 @@ class CondMixin:
                 lit = Lit("request" if inputs else "neutral", node, inputs, _positive(val, outcome))
                 out.append((st2, outcome, (lit,)))
         return out
+
+    def _note_read(self, val: Value) -> None:
+        """A literal's value is read: promotion, the branch's keys, call reuse's reads."""
+        self.promote_choice(val)
+        keys = keys_read(val)
+        self.read_keys |= keys
+        self.reuse.note(keys)
 
     def promote_choice(self, val: Value) -> None:
         """A flag a constructor set by config decides this test: restart the enumeration
@@ -180,35 +184,40 @@ class CondMixin:
             self.policy.name == "warmup" and not self.in_constructor())
         return where, whole_run
 
-    def _guard(self, node: cst.BooleanOperation, state: State) -> list | None:
+    def _guard(self, node: cst.BooleanOperation, state: State) -> tuple:
         """``obj and obj.attr`` over an undecided config object, where its choice holds
         for the run: one decision for the pair (``ConfigDriver.decide_guard``), not one
-        per literal. None: walk it literal by literal."""
+        per literal. Returns (the test's outcomes, None) when so decided; else (None, the
+        left literal's outcomes, from the value evaluated here: walked, not evaluated
+        again), or (None, None) when nothing was evaluated."""
         right = node.right
-        if not (type(right) is cst.Attribute and right.value.deep_equals(node.left)):
-            return None
-        if self.policy.opaque_config(self):
-            return None
+        if not (type(node.left) in (cst.Name, cst.Attribute) and type(right) is cst.Attribute
+                and right.value.deep_equals(node.left)) or self.policy.opaque_config(self):
+            return None, None
         where, whole_run = self._config_scope()
         if not whole_run:
-            return None
+            return None, None
         left = self.eval(node.left, state)
-        if len(left) != 1 or not _config_sym(left[0][1]) or decide(*left[0]) is not None:
+        pair = self._decide_pair(right, left[0], where) if len(left) == 1 else None
+        if pair is not None:
+            return [(pair[0], pair[1], ())], None
+        return None, [out for st, val in left for out in self._literal(node.left, st, val)]
+
+    def _decide_pair(self, right: cst.Attribute, left: tuple, where: str) -> tuple | None:
+        """(state, truth) of ``obj and obj.attr`` decided as one, or None."""
+        st, obj = left
+        if not _config_sym(obj) or decide(st, obj) is not None:
             return None
-        st, obj = left[0]
         got = self.eval(right, st)
         if len(got) != 1 or not _config_sym(got[0][1]) or decide(*got[0]) is not None:
             return None
         st, attr = got[0]
         if attr.key != f"{obj.key}.{right.attr.value}":
             return None
-        for val in (obj, attr):
-            self.promote_choice(val)
-            keys = keys_read(val)
-            self.read_keys |= keys
-            self.reuse.note(keys)
+        self._note_read(obj)
+        self._note_read(attr)
         truth = self.driver.decide_guard(obj, attr, st.cfg, where)
-        return None if truth is None else [(st, truth, ())]
+        return None if truth is None else (st, truth)
 
     def _refine(self, st: State, node, val: Value, outcome: bool) -> State | None:
         if isinstance(val, Sym):
