@@ -16,6 +16,7 @@ from warmlint.config_domains import Domains
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo
+from warmlint.interp.built import BuiltReuse
 from warmlint.leaf_fork import Parallel, available
 from warmlint.program_fork import side_by_side
 from warmlint.resolve import Resolver
@@ -138,6 +139,7 @@ def _run_program(facts: Facts, program: Program) -> None:
     resolver, settings, methods = facts.resolver, facts.settings, program.warmups
 
     replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
+    builds = BuiltReuse()  # objects the leaves build alike (interp/built.py)
 
     def run(driver):
         try:
@@ -147,7 +149,7 @@ def _run_program(facts: Facts, program: Program) -> None:
 
     def _leaf(driver):
         warm = WarmupPass()
-        memo = Memo()
+        memo = Memo(builds=builds)
         winterp = Interp(resolver, driver, warm, memo)
         driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)

@@ -164,6 +164,8 @@ class ConfigDriver:
     # (object key, field key) of guards ``obj and obj.field`` decided false: with one of
     # the two known true, the other is false (decide_guard)
     denied: set = field(default_factory=set)
+    # What the constructions being recorded read (interp/built.py): every fact looked up
+    read_logs: list = field(default_factory=list, repr=False, compare=False)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True, where: str = "warmup"):
@@ -253,8 +255,25 @@ class ConfigDriver:
         return eval_pred(self._fact(sym, path), op, const)
 
     def fact(self, sym: Sym) -> SymFact:
+        if self.read_logs:
+            for log in self.read_logs:
+                if sym.key not in log.facts:
+                    log.facts[sym.key] = (sym, repr(self.peek(sym)))
         if sym.key in self.facts:
             return self.facts[sym.key]
+        fact, pinned, value = self._from_assumptions(sym)
+        if pinned:
+            self.used_assumptions[sym.label] = value
+        self.facts[sym.key] = fact
+        return fact
+
+    def peek(self, sym: Sym) -> SymFact:
+        """``fact(sym)`` without remembering it or the assumption it used."""
+        if sym.key in self.facts:
+            return self.facts[sym.key]
+        return self._from_assumptions(sym)[0]
+
+    def _from_assumptions(self, sym: Sym) -> tuple:
         pinned, value = self.assumptions.lookup(sym)
         if not pinned:
             values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
@@ -266,10 +285,7 @@ class ConfigDriver:
             fact = SymFact(none=False, truthy=True, lo=int(value[2:]))
         else:
             fact = SymFact(eq=value)
-        if pinned:
-            self.used_assumptions[sym.label] = value
-        self.facts[sym.key] = fact
-        return fact
+        return fact, pinned, value
 
 
 def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,

@@ -127,6 +127,8 @@ class WarmupPass(PassPolicy):
             cfgs = self.taken.setdefault(key, {}).setdefault(outcome, [])
             if not any(c is state.cfg or c == state.cfg for c in cfgs):
                 cfgs.append(state.cfg)
+                for log in interp.driver.read_logs:  # replayed by a copied construction
+                    log.taken.append((key, outcome, state.cfg))
         return out
 
     def warm_frame(self, callee) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint.resolve import BUILTIN_NAMES, ClassRef, FuncRef
-from warmlint.interp import shims, tables
+from warmlint.interp import built, shims, tables
 from warmlint.state import State
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Module, Obj, OneOf, RowIndex, Seq, Super,
@@ -29,6 +29,8 @@ class AttrMixin:
     # -- globals ----------------------------------------------------------------------------
     def global_value(self, module: str, name: str) -> Value:
         key = (module, name)
+        if self.driver.read_logs:
+            built.note(self, "globals", key, key in self.globals_memo, self.globals_memo.get(key))
         if key in self.globals_memo:
             return self.globals_memo[key]
         self.globals_memo[key] = Unknown(name)  # cycle guard
@@ -73,6 +75,9 @@ class AttrMixin:
 
     def module_level_value(self, module: str, text: str) -> Value:
         cache_key = (module, text)
+        if self.driver.read_logs:
+            built.note(self, "module", cache_key, cache_key in self.module_expr_cache,
+                       self.module_expr_cache.get(cache_key))
         if cache_key not in self.module_expr_cache:
             expr = self.resolver.expression(text)
             if expr is None:

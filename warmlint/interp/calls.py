@@ -7,7 +7,7 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import cached, shims
+from warmlint.interp import built, cached, shims
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
@@ -108,6 +108,9 @@ class CallMixin:
         if sum(1 for f in self.stack if f.qualname == ref.qualname and f.module == ref.module) >= 2:
             return [(state, Unknown("recursion", taint_of(*args, *kwargs.values())))]
         memo_key = cached.key(self, fv, args, kwargs)
+        if memo_key is not None and self.driver.read_logs:
+            built.note(self, "lazy", memo_key, memo_key in self.lazy_memo,
+                       self.lazy_memo.get(memo_key))
         if memo_key is not None and memo_key in self.lazy_memo:
             return [(state, self.lazy_memo[memo_key])]  # functools.cache: not run again
         before = cached.effects(self) if memo_key is not None else None
@@ -196,6 +199,9 @@ class CallMixin:
         if param.default is None:
             return Unknown(f"missing argument {param.name.value}")
         key = id(param.default)
+        if self.driver.read_logs:
+            built.note(self, "module", key, key in self.module_expr_cache,
+                       self.module_expr_cache.get(key))
         if key not in self.module_expr_cache:
             self.module_expr_cache[key] = self.eval_in_module(param.default, module, fn)
         return self.module_expr_cache[key]
@@ -229,6 +235,22 @@ class CallMixin:
             return [(state, obj)]
         if init is None:
             return [(state, obj)]
+        builds = self.memo.builds if self.policy.name == "warmup" else None
+        attempt, steps = None, self.steps
+        if builds is not None:
+            attempt = builds.begin(self, ref, args, kwargs, state)
+            reused = builds.lookup(self, attempt, state) if attempt is not None else None
+            if reused is not None:
+                return reused
+        results = None
+        try:
+            results = self._construct(obj, init, args, kwargs, state, node)
+        finally:
+            if builds is not None:
+                builds.end(self, ref, attempt, state, results, self.steps - steps)
+        return results
+
+    def _construct(self, obj: Obj, init, args, kwargs, state: State, node) -> list:
         obj.under_construction = True
         try:
             results = self.call_function(Func(init, obj), args, kwargs, state, node)

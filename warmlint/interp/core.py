@@ -31,6 +31,7 @@ class Memo:
     globals: dict = field(default_factory=dict)
     lazy: dict = field(default_factory=dict)
     module_exprs: dict = field(default_factory=dict)
+    builds: object = None  # interp/built.py: the runner's constructions, shared by leaves
 
 
 @dataclass

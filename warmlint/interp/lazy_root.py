@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import tables
+from warmlint.interp import built, tables
 from warmlint.interp.frames import Frame
 from warmlint.state import State
 from warmlint.values import Const, Obj, Sym, Unknown, Value, join, join_all
@@ -34,6 +34,8 @@ class _Site:
 class LazyRootMixin:
     def lazy_attr(self, obj: Obj, name: str, cfg: dict | None = None) -> Value | None:
         cfg = cfg or {}
+        if self.driver.read_logs:
+            built.taint(self, "a lazily built runner attribute")
         key = (obj.oid, name, repr(sorted(cfg.items())))
         if key in self.lazy_memo:
             return self.lazy_memo[key]
@@ -210,6 +212,8 @@ class LazyRootMixin:
 
     def _lazy_local(self, obj: Obj, init, local: str, before: int, cfg: dict | None
                     ) -> Value | None:
+        if self.driver.read_logs:
+            built.taint(self, "a lazily built runner local")
         key = (obj.oid, id(init), "local", local, before, repr(sorted((cfg or {}).items())))
         if key in self.lazy_memo:
             return self.lazy_memo[key]

@@ -1,0 +1,161 @@
+"""Abstract value graphs as data: a structural digest, and copies with objects swapped.
+
+Two configuration leaves build their own objects (each its own sampler state, with its
+own object ids), so ``values.same`` (identity for objects) cannot tell that two leaves
+built alike. ``digest`` walks a value graph the way a program could read it (object
+attributes, a tensor's per-request table and what its rows hold, container items, a
+bound method's object, a lambda's closure) and returns a nested tuple that two alike
+graphs share: objects and tables numbered by first visit (cycles and sharing kept,
+object ids left out). What it does not know (syntax nodes, parsed functions) it names
+by identity, equal only to itself: an unknown kind of value makes two graphs differ,
+never alike. ``objects`` lists the numbered objects and tables in that order, so the
+graphs of two equal digests pair up by number.
+
+``copy_graph`` copies a graph, fresh objects and tables for the ones it meets, except
+those ``keep`` maps to a replacement (an object of another leaf, a placeholder).
+
+In-process only: syntax nodes and parsed functions are named by ``id()``, which the
+leaves of one process share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from warmlint.interp.tables import Table, new as new_table
+from warmlint.resolve import ClassRef, FuncRef
+from warmlint.values import Obj, Taint, Value
+
+PLAIN = (str, int, float, bool, bytes, type(None))
+_WALKED = (Value, Taint, ClassRef, FuncRef)  # dataclasses walked field by field
+_IMMUTABLE = (Taint, ClassRef, FuncRef)  # hold no value: shared by copies
+
+
+def digest(*values) -> tuple:
+    """The digest of ``values`` taken together (objects they share count once)."""
+    return _Walk().many(values)
+
+
+def digest_in_heap(values: tuple, heap: dict) -> tuple:
+    """The digest of ``values`` and of what a path's heap holds for their objects and
+    tables (attributes written while an object is being built, rows written on the
+    path): the rest of the heap is out of their reach."""
+    walk = _Walk()
+    head = walk.many(values)
+    oids = {o.oid: n for n, o in enumerate(walk.found) if type(o) is Obj}
+    held = []
+    for key, value in heap.items():
+        if key[0] == "rows" and id(key[1]) in walk.seen:
+            held.append(("rows", walk.seen[id(key[1])], walk.one(value)))
+        elif type(key[0]) is int and key[0] in oids:
+            held.append(("attr", oids[key[0]], key[1], walk.one(value)))
+    return head, tuple(held)
+
+
+def objects(*values) -> list:
+    """The objects and tables of ``values``, numbered as ``digest`` numbers them."""
+    walk = _Walk()
+    walk.many(values)
+    return walk.found
+
+
+class _Walk:
+    def __init__(self):
+        self.seen: dict = {}  # id -> its number
+        self.found: list = []  # objects and tables by number
+
+    def many(self, items) -> tuple:
+        return tuple(self.one(v) for v in items)
+
+    def one(self, v):
+        if isinstance(v, PLAIN):
+            return v if type(v) is str else (type(v).__name__, repr(v))
+        t = type(v)
+        if t is tuple or t is list:
+            return (t.__name__, self.many(v))
+        if t is set or t is frozenset:
+            return ("set", tuple(sorted(map(repr, self.many(v)))))
+        if t is dict:
+            return ("dict", tuple((self.one(k), self.one(x)) for k, x in v.items()))
+        if t is Obj or t is Table:
+            return self._numbered(v)
+        if isinstance(v, _WALKED):
+            return (t.__name__,) + self.many(v.__dict__.values())
+        return ("id", t.__name__, id(v))
+
+    def _numbered(self, v):
+        got = self.seen.get(id(v))
+        if got is not None:
+            return ("ref", got)
+        self.seen[id(v)] = n = len(self.found)
+        self.found.append(v)
+        if type(v) is Table:
+            return ("table", n, self.one(v.initial))
+        return ("obj", n, self.one(v.cls), v.request, v.lazy, v.label, v.under_construction,
+                self.one(v.taint), tuple((k, self.one(x)) for k, x in v.attrs.items()))
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A placeholder in a stored copy: the ``n``-th object of the arguments' graph."""
+
+    n: int
+
+
+def copy_graph(value, keep) -> object:
+    """A copy of ``value``'s graph: ``keep(v)`` gives the replacement of an object, a
+    table or a ``Slot``, or None to copy it (a fresh object id, a fresh table)."""
+    return _Copy(keep).one(value)
+
+
+class _Copy:
+    def __init__(self, keep):
+        self.keep = keep
+        self.done: dict = {}  # id -> copy, for objects, tables, lists, dicts and values
+
+    def one(self, v):
+        if isinstance(v, PLAIN) or isinstance(v, _IMMUTABLE):
+            return v
+        got = self.done.get(id(v))
+        if got is not None:
+            return got
+        t = type(v)
+        if t is tuple:
+            return tuple(self.one(x) for x in v)
+        if t is set or t is frozenset:
+            return t(self.one(x) for x in v)
+        if t is list:
+            out = self.done[id(v)] = []
+            out.extend(self.one(x) for x in v)
+            return out
+        if t is dict:
+            out = self.done[id(v)] = {}
+            for k, x in v.items():
+                out[self.one(k)] = self.one(x)
+            return out
+        if t is Obj or t is Table or t is Slot:
+            return self._object(v)
+        if isinstance(v, Value):
+            fields = {k: self.one(x) for k, x in v.__dict__.items()}
+            if all(fields[k] is x for k, x in v.__dict__.items()):
+                out = v
+            else:
+                out = object.__new__(t)
+                out.__dict__.update(fields)
+            self.done[id(v)] = out
+            return out
+        return v  # syntax nodes, parsed functions: shared, never written
+
+    def _object(self, v):
+        out = self.keep(v)
+        if out is not None:
+            self.done[id(v)] = out
+            return out
+        if type(v) is Table:
+            out = self.done[id(v)] = new_table(None)
+            out.initial = self.one(v.initial)
+            return out
+        out = self.done[id(v)] = Obj(v.cls, {}, request=v.request, lazy=v.lazy, label=v.label,
+                                     under_construction=v.under_construction, taint=v.taint)
+        out.attrs.update((k, self.one(x)) for k, x in v.attrs.items())
+        return out
