@@ -24,10 +24,8 @@ from warmlint.values import Const, Obj, Sym, Tensor
 SAMPLER = "vllm/v1/worker/gpu/sample/sampler.py"
 
 
-@pytest.fixture
-def every_construction(monkeypatch):
-    """Try every construction (not only costly ones); the BuiltReuse of each runner."""
-    monkeypatch.setattr(built, "CANDIDATE_STEPS", 1)
+def _recorded(monkeypatch) -> list:
+    """The BuiltReuse of each runner analyzed from now on."""
     made: list = []
     init = built.BuiltReuse.__init__
 
@@ -37,6 +35,13 @@ def every_construction(monkeypatch):
 
     monkeypatch.setattr(built.BuiltReuse, "__init__", recording)
     return made
+
+
+@pytest.fixture
+def every_construction(monkeypatch):
+    """Try every construction (not only costly ones); the BuiltReuse of each runner."""
+    monkeypatch.setattr(built, "CANDIDATE_STEPS", 1)
+    return _recorded(monkeypatch)
 
 
 def _both_ways(root, monkeypatch, jobs=None) -> tuple[dict, dict]:
@@ -142,14 +147,7 @@ def test_a_release_reports_the_same_with_copied_constructions(monkeypatch):
     in most of its 25 leaves: copied there, with the same report."""
     from conftest import release
 
-    made: list = []
-    init = built.BuiltReuse.__init__
-
-    def recording(self):
-        init(self)
-        made.append(self)
-
-    monkeypatch.setattr(built.BuiltReuse, "__init__", recording)
+    made = _recorded(monkeypatch)
     copied, exact = _both_ways(release("0.34.0"), monkeypatch)
     assert copied == exact
     assert sum(b.hits for b in made) >= 10
