@@ -131,6 +131,18 @@ def test_a_construction_that_changes_its_argument_is_not_stored(tmp_path, monkey
     assert all("'tracked'" in repr(k[3]) for k in trackers), trackers
 
 
+@pytest.mark.parametrize("deep", ["digest_in_heap", "_agrees"])
+def test_a_graph_too_deep_to_digest_is_built_as_usual(tmp_path, monkeypatch,
+                                                      every_construction, deep):
+    def too_deep(*args, **kwargs):
+        raise RecursionError
+
+    root = _v2(tmp_path)
+    monkeypatch.setattr(built, deep, too_deep)
+    copied, exact = _both_ways(root, monkeypatch)
+    assert copied == exact and sum(b.hits for b in every_construction) == 0
+
+
 def test_forked_leaves_report_the_same_with_copied_constructions(tmp_path, monkeypatch,
                                                                  every_construction):
     from warmlint import leaf_fork

@@ -116,10 +116,13 @@ class BuiltReuse:
         policy, driver = interp.policy, interp.driver
         stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
                       for f in interp.stack)
-        key = (ref.dotted, stack, id(policy.current),
-               digest_in_heap((list(args), kwargs), state.heap),
-               repr(sorted(state.facts.items())), repr(sorted(state.cfg.items())),
-               repr(state.pc), frozenset(driver.whole_run))
+        try:
+            key = (ref.dotted, stack, id(policy.current),
+                   digest_in_heap((list(args), kwargs), state.heap),
+                   repr(sorted(state.facts.items())), repr(sorted(state.cfg.items())),
+                   repr(state.pc), frozenset(driver.whole_run))
+        except RecursionError:  # a graph too deep to digest: built as usual
+            return None
         log = ReadLog()
         attempt = _Attempt(key, [list(args), kwargs], log, _effects(interp), interp.steps,
                            len(driver.trace), sum(c.steps for c in driver.counters),
@@ -132,11 +135,19 @@ class BuiltReuse:
 
     def lookup(self, interp, attempt: _Attempt, state) -> list | None:
         for built in self.stored.get(attempt.key, ()):
-            if interp.steps + built.steps <= interp.settings.max_steps \
-                    and _agrees(interp, built):
-                self.hits += 1
-                interp.driver.read_logs.pop()  # the attempt's: nothing ran
-                return _replay(interp, attempt, built, state)
+            if interp.steps + built.steps > interp.settings.max_steps:
+                continue  # the run would stop inside it: run it
+            try:
+                if not _agrees(interp, built):
+                    continue
+                args = objects(*attempt.args)
+                copied = copy_graph(built.snapshot,
+                                    lambda v: args[v.n] if type(v) is Slot else None)
+            except RecursionError:
+                continue
+            self.hits += 1
+            interp.driver.read_logs.pop()  # the attempt's: nothing ran
+            return _replay(interp, attempt, built, state, copied)
         return None
 
     def end(self, interp, ref, attempt: _Attempt | None, state, results: list | None,
@@ -147,7 +158,10 @@ class BuiltReuse:
                 self.costly.add(ref.dotted)
             return
         interp.driver.read_logs.pop()
-        built = None if results is None else _storable(interp, attempt, state, results)
+        try:
+            built = None if results is None else _storable(interp, attempt, state, results)
+        except RecursionError:
+            built = None
         if built is None:
             self.failed[ref.dotted] = self.failed.get(ref.dotted, 0) + 1
             return
@@ -276,9 +290,8 @@ def _outcome(driver, k: int) -> bool | None:
     return True if driver.forker is None else None
 
 
-def _replay(interp, attempt: _Attempt, built: Built, state) -> list:
-    args = objects(*attempt.args)
-    obj, paths = copy_graph(built.snapshot, lambda v: args[v.n] if type(v) is Slot else None)
+def _replay(interp, attempt: _Attempt, built: Built, state, copied: tuple) -> list:
+    obj, paths = copied
     driver, policy = interp.driver, interp.policy
     for log in driver.read_logs:  # an enclosing construction read what this one read
         built.reads.merge_into(log)
