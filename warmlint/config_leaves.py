@@ -255,16 +255,15 @@ class ConfigDriver:
         return eval_pred(self._fact(sym, path), op, const)
 
     def fact(self, sym: Sym) -> SymFact:
-        if self.read_logs:
-            for log in self.read_logs:
-                if sym.key not in log.facts:
-                    log.facts[sym.key] = (sym, repr(self.peek(sym)))
-        if sym.key in self.facts:
-            return self.facts[sym.key]
-        fact, pinned, value = self._from_assumptions(sym)
-        if pinned:
-            self.used_assumptions[sym.label] = value
-        self.facts[sym.key] = fact
+        fact = self.facts.get(sym.key)
+        if fact is None:
+            fact, pinned, value = self._from_assumptions(sym)
+            if pinned:
+                self.used_assumptions[sym.label] = value
+            self.facts[sym.key] = fact
+        for log in self.read_logs:  # what ``peek`` gave before this call remembered it
+            if sym.key not in log.facts:
+                log.facts[sym.key] = (sym, repr(fact))
         return fact
 
     def peek(self, sym: Sym) -> SymFact:

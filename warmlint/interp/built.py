@@ -193,9 +193,12 @@ def _effects(interp) -> tuple:
 
 def note(interp, memo: str, key, present: bool, value=None) -> None:
     """A read of ``memo[key]`` (present: there before), for every open log."""
+    seen = _MISSING
     for log in interp.driver.read_logs:
         if (memo, key) not in log.memos:
-            log.memos[(memo, key)] = ("pre", digest(value)) if present else None
+            if seen is _MISSING:  # digested once, whatever the number of open logs
+                seen = ("pre", digest(value)) if present else None
+            log.memos[(memo, key)] = seen
 
 
 def taint(interp, why: str) -> None:
@@ -214,7 +217,7 @@ def _storable(interp, attempt: _Attempt, state, results: list) -> Built | None:
             return None
         added = {k: v for k, v in after.heap.items() if k not in state.heap}
         if any(after.heap.get(k, _MISSING) is not v for k, v in state.heap.items()) \
-                or any(k[0] != "rows" or k[1].tid <= attempt.tid0 for k in added):
+                or any(k[0] != "rows" or not _made_during(k[1], attempt) for k in added):
             return None  # it wrote what is not its own
         paths.append((after.cfg, after.pc, added))
     if digest_in_heap(tuple(attempt.args), state.heap) != attempt.key[3]:
@@ -236,8 +239,7 @@ def _storable(interp, attempt: _Attempt, state, results: list) -> Built | None:
             return None  # made just before the attempt began
         if id(v) in slots:
             return Slot(slots[id(v)])
-        if (v.oid if type(v) is not tables.Table else v.tid) > (
-                attempt.oid0 if type(v) is not tables.Table else attempt.tid0):
+        if _made_during(v, attempt):
             return None  # its own: copied
         raise _Foreign
 
@@ -254,6 +256,13 @@ def _storable(interp, attempt: _Attempt, state, results: list) -> Built | None:
                  policy.config_tests[attempt.tests:],
                  frozenset(interp.read_keys) - attempt.read_keys,
                  interp.steps - attempt.steps)
+
+
+def _made_during(v, attempt: _Attempt) -> bool:
+    """An object or table made after the attempt began (ids only grow)."""
+    if type(v) is tables.Table:
+        return v.tid > attempt.tid0
+    return v.oid > attempt.oid0
 
 
 class _Foreign(Exception):
