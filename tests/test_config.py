@@ -21,11 +21,11 @@ def _config(root: Path, body: str) -> None:
     (root / "pyproject.toml").write_text(f"[project]\nname = 'fork'\n\n[tool.warmlint]\n{body}\n")
 
 
-def _found(root: Path, *flags: str, rules=("WL001",)) -> tuple[set, dict]:
+def _found(root: Path, *flags: str, rules=("WL001",), exits=(0, 1)) -> tuple[set, dict]:
     """(rule, path) of the findings of ``rules`` (all with None): other rules may report
     on the fixture too, and these tests are about the keys, not about them."""
     proc = run_cli("check", "--format", "json", "--no-cache", *flags, str(root), check_json=True)
-    assert proc.returncode in (0, 1), proc.stderr
+    assert proc.returncode in exits, proc.stderr
     assert "Traceback" not in proc.stderr
     return {(f["rule"], f["path"]) for f in proc.json["findings"]
             if rules is None or f["rule"] in rules}, proc.json["stats"]
@@ -55,8 +55,9 @@ def test_select_and_ignore(base):
 
 def test_warmup_methods(base):
     _replace(base, RUNNER, "_dummy_sampler_run", "_warm_sampler")
-    found, stats = _found(base)
+    found, stats = _found(base, exits=(2,))  # a runner without a warmup: no clean pass
     assert found == set() and stats["warmups"] == []
+    assert stats["incomplete"] and RUNNER in stats["incomplete"][0]
     _config(base, 'warmup-methods = ["_warm_*"]')
     found, stats = _found(base)
     assert found == {SEEDED, LOGPROBS}
@@ -66,8 +67,8 @@ def test_warmup_methods(base):
 def test_request_classes(base):
     for rel in ("vllm/v1/sample/metadata.py", SAMPLER, RUNNER):
         _replace(base, rel, "SamplingMetadata", "SamplerInputs")
-    found, stats = _found(base)
-    assert found == set() and stats["warmups"] == []
+    found, stats = _found(base, exits=(2,))
+    assert found == set() and stats["warmups"] == [] and not stats["complete"]
     _config(base, 'request-classes = ["SamplerInputs"]')
     assert _found(base)[0] == {SEEDED, LOGPROBS}
 

@@ -146,7 +146,9 @@ def test_config_change_runs_the_hook(fork):
     (fork.root / "pyproject.toml").write_text(CONFIG + 'warmup-methods = ["_none_*"]\n')
     fork.take("base", RUNNER)
     proc = fork.pre_commit("warmlint", "--files", "pyproject.toml")
-    assert proc.returncode == 0 and "Passed" in proc.stdout, proc.stdout  # ran, no warmups
+    # it ran with the new settings: they name no warmup, which is no clean pass
+    assert proc.returncode == 1 and "Failed" in proc.stdout, proc.stdout
+    assert "no warmup found in this model runner" in proc.stdout, proc.stdout
 
 
 @pytest.mark.skipif(importlib.util.find_spec("warmlint.commands.fix") is None,

@@ -134,10 +134,13 @@ def test_huge_generated_module_neither_hangs_nor_blows_memory(tmp_path):
 
 def test_empty_tree(tmp_path):
     (tmp_path / "empty").mkdir()
-    proc, data = _check_json(tmp_path / "empty")
-    assert proc.returncode == 0 and data["findings"] == [] and data["errors"] == []
+    proc, data = _check_json(tmp_path / "empty")  # nothing to analyze: no clean pass
+    assert proc.returncode == 2 and data["findings"] == [] and not data["stats"]["complete"]
+    assert [(e["path"], e["message"][:21]) for e in data["errors"]] == [
+        (".", "no model runner found")]
     text = run_cli("check", "--no-cache", str(tmp_path / "empty"))
-    assert text.returncode == 0 and "0 findings, 0 errors" in text.stderr
+    assert text.returncode == 2 and "0 findings, 1 error" in text.stderr
+    assert "Traceback" not in text.stderr
 
 
 @pytest.mark.parametrize("args,needle", [

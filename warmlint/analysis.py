@@ -22,7 +22,8 @@ from warmlint.program_fork import side_by_side
 from warmlint.resolve import Resolver
 from warmlint.serving import ServingPass, run_entries
 from warmlint.settings import Settings
-from warmlint.warmup import WarmupMethod, WarmupPass, discover, reaches_sampler, run_warmups
+from warmlint.warmup import (WarmupMethod, WarmupPass, discover, missing, reaches_sampler,
+                             run_warmups)
 
 
 @dataclass
@@ -102,6 +103,7 @@ def _analyze(tree: SourceTree, settings: Settings, jobs: int | None, started: fl
     resolver = Resolver(tree, loader, settings)
     methods = discover(resolver)
     facts = Facts(tree, resolver, settings, methods)
+    facts.errors.extend(missing(resolver, methods))
     if available(jobs):
         from warmlint.leaf_transport import Transport
 

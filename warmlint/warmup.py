@@ -62,6 +62,37 @@ def discover(resolver: Resolver) -> list[WarmupMethod]:
     return found + _warmup_functions(resolver, {m.cls for m in found})
 
 
+def missing(resolver: Resolver, found: list) -> list[tuple[str, int, str]]:
+    """``(path, line, message)`` for what ``discover`` could not anchor the analysis on: a
+    model runner file (``warmup-files``) defining classes but no warmup, or no such file
+    at all. Its sampler calls go unchecked, so the result is incomplete: a deleted or
+    renamed warmup must not read as a clean tree. A runner file that could not be parsed
+    is an error entry already and is not named twice."""
+    tree, settings = resolver.tree, resolver.settings
+    warmed = {w.cls.module for w in found}
+    methods = ", ".join(settings.warmup_methods)
+    out, matched, runners = [], [], 0
+    for module, (rel, _) in sorted(tree.modules.items()):
+        if not any(_glob(rel, p) for p in settings.warmup_files):
+            continue
+        toc = tree.toc(module)
+        matched.append(rel)
+        if toc is None or not toc.classes:
+            runners += rel in tree.files_failed  # unparsable: reported as such
+            continue
+        runners += 1
+        if module not in warmed:
+            first = min(cls.start for cls in toc.classes.values())
+            out.append((rel, first, f"no warmup found in this model runner (no method "
+                        f"matching {methods} builds request inputs): its sampler calls "
+                        f"were not checked (settings: warmup-methods, warmup-files)"))
+    if not runners:
+        out.append(((matched or ["."])[0], 1, f"no model runner found (no file matching "
+                    f"{', '.join(settings.warmup_files)} defines a class): nothing was "
+                    f"checked (setting: warmup-files)"))
+    return out
+
+
 def _warmup_functions(resolver: Resolver, runners: set) -> list:
     """Module-level warmups (``warmup-functions``): each belongs to the runner class named
     by its first parameter's annotation, the one nearest its module (v1 and v2 runners

@@ -74,11 +74,6 @@ def run(args) -> int:
                              f"{exc.strerror or exc}") from None
     else:
         write_stdout(output)
-    if not report.stats.get("warmups"):
-        sys.stderr.write(
-            "warmlint: warning: no warmup found (methods matching "
-            f"{', '.join(settings.warmup_methods)} that build request inputs, in files matching "
-            f"{', '.join(settings.warmup_files)}): nothing was checked\n")
     if args.format == "text":  # the other formats carry the errors themselves
         sys.stderr.write(render_errors(report, root_display=show))
     sys.stderr.write(summary(report) + "\n")
