@@ -69,7 +69,8 @@ def jobs(args) -> int | None:
 def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--allow-incomplete", action="store_true",
                         help="exit by findings even when part of the tree could not be analyzed "
-                             "(default: such a result exits 2)")
+                             "(a file that does not parse, an analysis limit, a model runner "
+                             "without a warmup; default: such a result exits 2)")
 
 
 def incomplete_exit(report, args) -> bool:
