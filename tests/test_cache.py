@@ -146,3 +146,36 @@ def test_tables_of_contents_round_trip_through_json():
         name = rel[:-3].replace("/", ".").removesuffix(".__init__")
         toc = build_toc(name, rel, path.read_bytes(), path.name == "__init__.py")
         assert decode(json.loads(json.dumps(encode(toc)))) == toc, rel
+
+
+def test_an_entry_made_by_other_warmlint_code_is_a_miss(tmp_path):
+    """Every commit says version 0.1.0, and pre-commit environments of two revisions share
+    one cache: a result stored by other engine code (here a copy of this checkout with one
+    rule changed by a comment) is never served, by either side."""
+    import os
+    import shutil
+
+    from conftest import REPO
+
+    other = tmp_path / "other"
+    for part in ("warmlint", "rules"):
+        shutil.copytree(REPO / part, other / part,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", other / "pyproject.toml")
+    _append(other, "rules/wl001_unwarmed_dispatch_branch.py", "# another revision\n")
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    ours = _run(root, cache)
+    assert ours[0] == "miss" and _run(root, cache)[0] == "hit"
+
+    def run_other():
+        env = {**os.environ, "PYTHONPATH": str(other)}
+        proc = run_cli("check", "--format", "json", "--select", "WL001", "--cache-dir",
+                       str(cache), str(root), cwd=tmp_path, env=env, check_json=True)
+        return proc.json["stats"]["cache"], proc
+
+    status, proc = run_other()
+    assert status == "miss", proc.stderr
+    import json
+    assert json.loads(proc.stdout)["findings"]  # it ran, from its own code
+    assert run_other()[0] == "hit"  # its own entry
+    assert _run(root, cache) == ("hit", ours[1], ours[2])  # ours is still ours

@@ -3,7 +3,8 @@
 A warm run on an unchanged tree must cost less than ruff's syntax check, so the last
 result is stored with the digests of every file the analysis read; if none changed, the
 result is reused without importing LibCST at all. Entries are keyed by warmlint's
-version and the resolved config, so upgrading or reconfiguring invalidates them.
+version, a digest of its own code and the resolved config, so upgrading (to any other
+commit) or reconfiguring invalidates them.
 
 The cache is data, never code: JSON only (no pickle), each entry carrying the format
 version, every field checked when read. Anything malformed, from another format, with a
@@ -60,6 +61,33 @@ def _str_table(value) -> bool:
     return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
 
 
+@functools.cache
+def engine_digest() -> str:
+    """A digest of warmlint's own code: the sources of the ``warmlint`` and ``rules``
+    packages as installed. Every commit says version 0.1.0 (there are no releases yet),
+    and pre-commit environments of different revisions, or a CI cache, share one cache
+    directory: an entry made by other code must be a miss, never a result this code did
+    not compute. ~110 files, a few milliseconds."""
+    import importlib.util
+
+    import warmlint
+
+    dirs = {Path(warmlint.__file__).parent}
+    spec = importlib.util.find_spec("warmlint.rules")
+    if spec is not None and spec.origin:
+        dirs.add(Path(spec.origin).parent)
+    digest = hashlib.blake2b(digest_size=16)
+    for top in sorted(dirs):
+        for path in sorted(top.rglob("*.py")):
+            digest.update(path.relative_to(top).as_posix().encode() + b"\0")
+            try:
+                digest.update(path.read_bytes())
+            except OSError:
+                digest.update(b"\0unreadable")
+            digest.update(b"\0")
+    return digest.hexdigest()
+
+
 # What the entries hold; bumped when that changes (5: JSON tables of contents, entries
 # carry the format and are validated on read; 6: code digests hash pickles, shift.py;
 # 7: class fields' annotations, config_domains).
@@ -70,7 +98,7 @@ class SummaryCache:
     def __init__(self, directory: Path, salt: str, max_bytes: int = DEFAULT_MAX_BYTES):
         self.dir = directory
         self.max_bytes = max_bytes  # the run's max-file-size: a dependency over it is a miss
-        self.salt = hashlib.sha1(f"{FORMAT}:{salt}".encode()).hexdigest()[:16]
+        self.salt = hashlib.sha1(f"{FORMAT}:{engine_digest()}:{salt}".encode()).hexdigest()[:16]
 
     # -- per-file tables of contents -----------------------------------------------
     def _toc_path(self, digest: str) -> Path:
