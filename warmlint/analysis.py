@@ -51,6 +51,8 @@ class Program:
     # 'pooling'``, ``not (mm_config and mm_config.mm_encoder_only)``): a configuration that
     # samples at all meets them, so a finding's conditions leave them out.
     preconditions: set = field(default_factory=set)
+    pins_read: set = field(default_factory=set)  # assumptions any leaf's lookup matched
+    atoms: set = field(default_factory=set)  # config atoms consulted (keys)
 
     def leaf_configs(self, indices) -> tuple[list[str], bool]:
         """Config conditions common to the given leaves, and whether they pick exactly them."""
@@ -190,6 +192,8 @@ def _run_program(facts: Facts, program: Program) -> None:
                                f"{MAX_DECISIONS} config decisions; the rest were not "
                                "enumerated; pin configs with --assume"), False))
     for driver, (leaf, errors) in leaves:
+        program.pins_read |= driver.pins_read
+        program.atoms |= set(driver.consulted) | set(driver.facts)
         if driver.infeasible:
             continue
         program.leaves.append(leaf)
@@ -240,3 +244,24 @@ def _reusable(replays: dict, warm: WarmupPass, driver):
 
 
 __all__ = ["Facts", "Leaf", "Program", "analyze", "Decision", "WarmupMethod"]
+
+
+def unread_pins(settings, programs) -> list[dict]:
+    """The assumptions the user pinned (``--assume``, ``[tool.warmlint.assume]``: all but
+    a default with its default value) that no configuration of any runner looked up: a
+    typo, or an atom this tree does not have; it changed nothing, and a user who meant to
+    pin something should hear so. Each with the closest atom the run consulted."""
+    from difflib import get_close_matches
+
+    from warmlint.settings import DEFAULT_ASSUME
+
+    read = set().union(*(p.pins_read for p in programs))
+    atoms = set().union(*(p.atoms for p in programs))
+    names = sorted(atoms | {atom.rsplit(".", 1)[-1] for atom in atoms})
+    out = []
+    for name, value in sorted(settings.assume.items()):
+        if name in read or (name in DEFAULT_ASSUME and DEFAULT_ASSUME[name] == value):
+            continue
+        close = get_close_matches(name, [n for n in names if n != name], n=1, cutoff=0.8)
+        out.append({"name": name, "did_you_mean": close[0] if close else None})
+    return out

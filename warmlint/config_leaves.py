@@ -123,22 +123,23 @@ class Assumptions:
         self.pinned = dict(pinned)
         self.domain = domain  # sym key -> the values the atom can hold, or None
 
-    def lookup(self, sym: Sym) -> tuple[bool, Any]:
+    def find(self, sym: Sym) -> str | None:
+        """The pinned name that decides the atom (its key, its label, or its last part)."""
         for name in (sym.key, sym.label):
             if name in self.pinned:
-                return True, self.pinned[name]
+                return name
         short = sym.key.rsplit(".", 1)[-1]
         if "." in sym.key and short in self.pinned and "." not in short:
-            return True, self.pinned[short]
-        return False, None
+            return short
+        return None
 
-    def lookup_call(self, ref) -> tuple[bool, Any]:
-        """A function of the tree whose result is assumed (``has_flashinfer()``): an
-        environment probe that static analysis cannot answer."""
+    def find_call(self, ref) -> str | None:
+        """The pinned name of a function of the tree whose result is assumed
+        (``has_flashinfer()``): an environment probe that static analysis cannot answer."""
         for name in (f"{ref.name}()", f"{ref.dotted}()"):
             if name in self.pinned:
-                return True, self.pinned[name]
-        return False, None
+                return name
+        return None
 
 
 @dataclass
@@ -166,6 +167,9 @@ class ConfigDriver:
     denied: set = field(default_factory=set)
     # What the constructions being recorded read (interp/built.py): every fact looked up
     read_logs: list = field(default_factory=list, repr=False, compare=False)
+    # The pinned names (assumptions) any lookup matched: a user's pin that no leaf reads
+    # is reported (``analysis.unread_pins``), as a typo would otherwise pass unnoticed
+    pins_read: set = field(default_factory=set, repr=False, compare=False)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True, where: str = "warmup"):
@@ -273,7 +277,10 @@ class ConfigDriver:
         return self._from_assumptions(sym)[0]
 
     def _from_assumptions(self, sym: Sym) -> tuple:
-        pinned, value = self.assumptions.lookup(sym)
+        name = self.assumptions.find(sym)
+        pinned, value = name is not None, self.assumptions.pinned.get(name)
+        if pinned:
+            self.pins_read.add(name)
         if not pinned:
             values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
             fact = SymFact() if values is None else _settle(

@@ -73,6 +73,18 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
                              "without a warmup; default: such a result exits 2)")
 
 
+def warn_unread_pins(report) -> None:
+    """One stderr line per pinned assumption no configuration read (``stats``)."""
+    from warmlint.printable import printable
+
+    for pin in report.stats.get("unread_assumptions") or []:
+        close = pin.get("did_you_mean")
+        hint = f" (did you mean '{close}'?)" if close else ""
+        sys.stderr.write(printable(f"warmlint: warning: assumption '{pin.get('name')}' is read "
+                                   f"by no configuration of this tree, so it pinned "
+                                   f"nothing{hint}") + "\n")
+
+
 def incomplete_exit(report, args) -> bool:
     """Say on one line (stderr) that the result is incomplete; True if that decides exit 2."""
     from warmlint.printable import printable

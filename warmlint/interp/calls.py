@@ -99,9 +99,10 @@ class CallMixin:
             self.hit(found.kind, found.target, ref.qualname, node, state,
                      self._dispatch_args(fv, args, kwargs))
             return [(state, shims.opaque_result(None, args, kwargs))]
-        pinned, value = self.driver.assumptions.lookup_call(ref)
-        if pinned:  # an environment probe the settings decide (`has_flashinfer()`)
-            return [(state, Const(value))]
+        pinned = self.driver.assumptions.find_call(ref)
+        if pinned is not None:  # an environment probe the settings decide (`has_flashinfer()`)
+            self.driver.pins_read.add(pinned)
+            return [(state, Const(self.driver.assumptions.pinned[pinned]))]
         parsed = self.resolver.parsed(ref)
         if parsed is None:
             return [(state, shims.opaque_result(None, args, kwargs))]
