@@ -80,3 +80,14 @@ def test_one_runner_of_two_without_its_warmup_is_named_and_the_other_still_check
     assert runners == {"vllm.v1.worker.gpu_model_runner.GPUModelRunner"}
     assert ([f for f in whole.json["findings"] if f["path"] == V1]
             == [f for f in proc.json["findings"] if f["path"] == V1])
+
+
+def test_fix_on_a_runner_without_a_warmup_fixes_nothing_and_says_why(tmp_path):
+    root = make_tree(tmp_path)
+    _rename_warmup(root, V1)
+    before = {p: p.read_bytes() for p in root.rglob("*.py")}
+    proc = run_cli("fix", str(root), "--no-cache")
+    assert proc.returncode == 2
+    assert "nothing fixed" in proc.stderr and "nothing to fix" not in proc.stderr
+    assert "no warmup found in this model runner" in proc.stderr
+    assert {p: p.read_bytes() for p in root.rglob("*.py")} == before

@@ -77,8 +77,9 @@ def run(args) -> int:
         # The last round analyzed exactly what is now on disk: `check` (or `fix --check`)
         # of the written tree reuses it instead of analyzing it again.
         store_report(args.out or root, settings, cache, result.report, written=True)
-    if not files:
-        sys.stderr.write("warmlint: nothing to fix\n")
+    if not files:  # of an incomplete analysis only "nothing fixed" is known
+        sys.stderr.write("warmlint: nothing fixed\n" if result.report.incomplete
+                         else "warmlint: nothing to fix\n")
     if args.out:
         sys.stderr.write(f"warmlint: wrote the {'fixed ' * bool(files)}tree to {args.out}; "
                          f"check it with `warmlint check {args.out}`\n")
