@@ -168,3 +168,15 @@ def test_a_domain_decides_truth_and_a_pin_wins(domains):
     assert [d.text() for d in driver.trace] == ["model_config.logprobs_mode == 'raw_logits'"]
     pinned = ConfigDriver([], Assumptions({"logprobs_mode": ""}, domains))
     assert pinned.decide(mode, "truthy", None) is False
+
+
+def test_a_pin_outside_the_domain_is_remembered(domains):
+    mode = Sym("model_config.logprobs_mode", "config", "model_config.logprobs_mode")
+    typo = ConfigDriver([], Assumptions({"logprobs_mode": "raw_logprbs"}, domains))
+    typo.decide(mode, "eq", "raw_logits")
+    assert typo.pins_outside == {"logprobs_mode": (
+        "raw_logprbs", ("processed_logits", "raw_logits", "raw_logprobs"))}
+    for value in ("raw_logits", "<not None>"):  # a value it holds; "is set" only
+        ok = ConfigDriver([], Assumptions({"logprobs_mode": value}, domains))
+        ok.decide(mode, "truthy", None)
+        assert ok.pins_outside == {} and ok.pins_read == {"logprobs_mode"}

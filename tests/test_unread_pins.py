@@ -81,3 +81,19 @@ def test_forked_leaves_report_their_reads_as_the_serial_run(tmp_path):
     assert runs[0]["stats"]["unread_assumptions"] == [
         {"name": "VLLM_NOT_A_FLAG", "did_you_mean": None}]
     assert json.dumps(runs[0], sort_keys=True) == json.dumps(runs[1], sort_keys=True)
+
+
+def test_a_pinned_value_no_config_can_hold_is_said(tmp_path):
+    """vLLM 0.34.0's `logprobs_mode` is a Literal of four names; a typo in one pins a
+    configuration its validated config class rejects."""
+    root = release("0.34.0")
+    proc = _check(root, "--assume", "model_config.logprobs_mode=raw_logprbs")
+    assert proc.json["stats"]["impossible_assumptions"] == [{
+        "name": "model_config.logprobs_mode", "value": "raw_logprbs",
+        "allowed": ["processed_logits", "processed_logprobs", "raw_logits", "raw_logprobs"]}]
+    assert ("warning: assumption 'model_config.logprobs_mode' = 'raw_logprbs' is none of "
+            "the values its annotation allows" in proc.stderr)
+    assert proc.returncode == 1  # findings decide, as for any complete run
+    good = _check(root, "--assume", "model_config.logprobs_mode=raw_logprobs")
+    assert good.json["stats"]["impossible_assumptions"] == []
+    assert "warning: assumption" not in good.stderr

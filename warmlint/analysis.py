@@ -52,6 +52,7 @@ class Program:
     # samples at all meets them, so a finding's conditions leave them out.
     preconditions: set = field(default_factory=set)
     pins_read: set = field(default_factory=set)  # assumptions any leaf's lookup matched
+    pins_outside: dict = field(default_factory=dict)  # name -> (value, allowed values)
     atoms: set = field(default_factory=set)  # config atoms consulted (keys)
 
     def leaf_configs(self, indices) -> tuple[list[str], bool]:
@@ -193,6 +194,7 @@ def _run_program(facts: Facts, program: Program) -> None:
                                "enumerated; pin configs with --assume"), False))
     for driver, (leaf, errors) in leaves:
         program.pins_read |= driver.pins_read
+        program.pins_outside.update(driver.pins_outside)
         program.atoms |= set(driver.consulted) | set(driver.facts)
         if driver.infeasible:
             continue
@@ -244,6 +246,15 @@ def _reusable(replays: dict, warm: WarmupPass, driver):
 
 
 __all__ = ["Facts", "Leaf", "Program", "analyze", "Decision", "WarmupMethod"]
+
+
+def pins_outside(programs) -> list[dict]:
+    """Pinned values no configuration can hold: ``{name, value, allowed}``, by name."""
+    found: dict = {}
+    for program in programs:
+        found.update(program.pins_outside)
+    return [{"name": name, "value": value, "allowed": list(allowed)}
+            for name, (value, allowed) in sorted(found.items())]
 
 
 def unread_pins(settings, programs) -> list[dict]:

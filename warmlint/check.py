@@ -71,7 +71,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round).
     ``jobs``: config leaves in up to this many forked processes; None: serially."""
     from warmlint import digests
-    from warmlint.analysis import analyze, unread_pins
+    from warmlint.analysis import analyze, pins_outside, unread_pins
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
     from warmlint.rules import load
@@ -102,7 +102,8 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
              "unjudged": rule_facts.unjudged if settings.rule_enabled("WL004") else [],
              # judged on a complete run only: a config cut off may have read the pin
              "unread_assumptions": [] if errors or facts.truncated
-             else unread_pins(settings, facts.programs)}
+             else unread_pins(settings, facts.programs),
+             "impossible_assumptions": pins_outside(facts.programs)}
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)

@@ -12,7 +12,8 @@ module of the tree) starts with those values (``SymFact.among``) instead of "any
 
 Anything else (``Optional``, a union, a class the lookup cannot find, a field set after
 construction by code that ignores the annotation) keeps the atom unconstrained; a pinned
-value (``--assume``) wins over the domain.
+value (``--assume``) wins over the domain, and one outside it is reported
+(``stats.impossible_assumptions``: a typo in a mode name).
 """
 
 from __future__ import annotations

@@ -170,6 +170,8 @@ class ConfigDriver:
     # The pinned names (assumptions) any lookup matched: a user's pin that no leaf reads
     # is reported (``analysis.unread_pins``), as a typo would otherwise pass unnoticed
     pins_read: set = field(default_factory=set, repr=False, compare=False)
+    # A pin whose value its atom's Literal domain does not hold: name -> (value, allowed)
+    pins_outside: dict = field(default_factory=dict, repr=False, compare=False)
 
     def decide(self, sym: Sym, op: str, const: Any, path: dict | None = None,
                global_: bool = True, where: str = "warmup"):
@@ -276,11 +278,19 @@ class ConfigDriver:
             return self.facts[sym.key]
         return self._from_assumptions(sym)[0]
 
+    def _check_domain(self, name: str, sym: Sym, value) -> None:
+        """Remember a pinned value the atom cannot hold (``config_domains``): the config
+        it analyzes is one vLLM's validated config classes reject (a typo in a mode)."""
+        values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
+        if values is not None and _plain_value(value) and value not in values:
+            self.pins_outside[name] = (value, tuple(sorted(values, key=repr)))
+
     def _from_assumptions(self, sym: Sym) -> tuple:
         name = self.assumptions.find(sym)
         pinned, value = name is not None, self.assumptions.pinned.get(name)
         if pinned:
             self.pins_read.add(name)
+            self._check_domain(name, sym, value)
         if not pinned:
             values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
             fact = SymFact() if values is None else _settle(
@@ -292,6 +302,10 @@ class ConfigDriver:
         else:
             fact = SymFact(eq=value)
         return fact, pinned, value
+
+
+def _plain_value(value) -> bool:
+    return value != NOT_NONE and not (isinstance(value, str) and value.startswith(">="))
 
 
 def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,

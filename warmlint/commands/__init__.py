@@ -74,7 +74,8 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
 
 
 def warn_unread_pins(report) -> None:
-    """One stderr line per pinned assumption no configuration read (``stats``)."""
+    """One stderr line per pinned assumption no configuration read, or whose value its
+    atom cannot hold (``stats``)."""
     from warmlint.printable import printable
 
     for pin in report.stats.get("unread_assumptions") or []:
@@ -83,6 +84,12 @@ def warn_unread_pins(report) -> None:
         sys.stderr.write(printable(f"warmlint: warning: assumption '{pin.get('name')}' is read "
                                    f"by no configuration of this tree, so it pinned "
                                    f"nothing{hint}") + "\n")
+    for pin in report.stats.get("impossible_assumptions") or []:
+        allowed = ", ".join(repr(v) for v in pin.get("allowed") or [])
+        sys.stderr.write(printable(f"warmlint: warning: assumption '{pin.get('name')}' = "
+                                   f"{pin.get('value')!r} is none of the values its "
+                                   f"annotation allows ({allowed}): the configuration it "
+                                   f"pins cannot exist") + "\n")
 
 
 def incomplete_exit(report, args) -> bool:
