@@ -245,8 +245,6 @@ def _reusable(replays: dict, warm: WarmupPass, driver):
     return None
 
 
-__all__ = ["Facts", "Leaf", "Program", "analyze", "Decision", "WarmupMethod"]
-
 
 def pins_outside(programs) -> list[dict]:
     """Pinned values no configuration can hold: ``{name, value, allowed}``, by name."""
@@ -276,3 +274,6 @@ def unread_pins(settings, programs) -> list[dict]:
         close = get_close_matches(name, [n for n in names if n != name], n=1, cutoff=0.8)
         out.append({"name": name, "did_you_mean": close[0] if close else None})
     return out
+
+
+__all__ = ["Facts", "Leaf", "Program", "analyze", "Decision", "WarmupMethod"]

@@ -73,7 +73,7 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
                              "without a warmup; default: such a result exits 2)")
 
 
-def warn_unread_pins(report) -> None:
+def warn_pins(report) -> None:
     """One stderr line per pinned assumption no configuration read, or whose value its
     atom cannot hold (``stats``)."""
     from warmlint.printable import printable
