@@ -245,7 +245,6 @@ def _reusable(replays: dict, warm: WarmupPass, driver):
     return None
 
 
-
 def pins_outside(programs) -> list[dict]:
     """Pinned values no configuration can hold: ``{name, value, allowed}``, by name."""
     found: dict = {}

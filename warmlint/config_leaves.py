@@ -263,9 +263,9 @@ class ConfigDriver:
     def fact(self, sym: Sym) -> SymFact:
         fact = self.facts.get(sym.key)
         if fact is None:
-            fact, pinned, value = self._from_assumptions(sym)
-            if pinned:
-                self.used_assumptions[sym.label] = value
+            fact, pin = self._from_assumptions(sym)
+            if pin is not None:
+                self._remember_pin(pin, sym, fact)
             self.facts[sym.key] = fact
         for log in self.read_logs:  # what ``peek`` gave before this call remembered it
             if sym.key not in log.facts:
@@ -278,34 +278,33 @@ class ConfigDriver:
             return self.facts[sym.key]
         return self._from_assumptions(sym)[0]
 
-    def _check_domain(self, name: str, sym: Sym, value) -> None:
-        """Remember a pinned value the atom cannot hold (``config_domains``): the config
-        it analyzes is one vLLM's validated config classes reject (a typo in a mode)."""
+    def _remember_pin(self, name: str, sym: Sym, fact: SymFact) -> None:
+        """A pinned assumption decided the atom: it was used, and read (a user's pin no
+        leaf reads is reported, ``analysis.unread_pins``); a plain value its atom's
+        Literal domain does not hold is remembered (``config_domains``: the config it
+        pins is one vLLM's validated config classes reject, a typo in a mode)."""
+        value = self.assumptions.pinned[name]
+        self.used_assumptions[sym.label] = value
+        self.pins_read.add(name)
         values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
-        if values is not None and _plain_value(value) and value not in values:
+        if (values is not None and fact == SymFact(eq=value)
+                and all(value != v for v in values)):  # (a TOML list is unhashable)
             self.pins_outside[name] = (value, tuple(sorted(values, key=repr)))
 
-    def _from_assumptions(self, sym: Sym) -> tuple:
+    def _from_assumptions(self, sym: Sym) -> tuple[SymFact, str | None]:
+        """The atom's fact before any test, and the pinned name that set it (None: the
+        atom's domain, or nothing, did)."""
         name = self.assumptions.find(sym)
-        pinned, value = name is not None, self.assumptions.pinned.get(name)
-        if pinned:
-            self.pins_read.add(name)
-            self._check_domain(name, sym, value)
-        if not pinned:
+        if name is None:
             values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
-            fact = SymFact() if values is None else _settle(
-                SymFact(among=values, none=False if None not in values else None))
-        elif value == NOT_NONE:  # known to be set, value unknown
-            fact = SymFact(none=False, truthy=True)
-        elif isinstance(value, str) and value.startswith(">="):  # a lower bound only
-            fact = SymFact(none=False, truthy=True, lo=int(value[2:]))
-        else:
-            fact = SymFact(eq=value)
-        return fact, pinned, value
-
-
-def _plain_value(value) -> bool:
-    return value != NOT_NONE and not (isinstance(value, str) and value.startswith(">="))
+            return (SymFact() if values is None else _settle(
+                SymFact(among=values, none=False if None not in values else None))), None
+        value = self.assumptions.pinned[name]
+        if value == NOT_NONE:  # known to be set, value unknown
+            return SymFact(none=False, truthy=True), name
+        if isinstance(value, str) and value.startswith(">="):  # a lower bound only
+            return SymFact(none=False, truthy=True, lo=int(value[2:])), name
+        return SymFact(eq=value), name
 
 
 def enumerate_leaves(run: Callable[[ConfigDriver], Any], assumptions: Assumptions,
