@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import make_tree, run_cli
+from conftest import make_tree, release, run_cli
 from warmlint.settings import KEYS
 
 TOPK = "vllm/v1/sample/ops/topk_topp_sampler.py"
@@ -159,3 +159,25 @@ def test_exclusive_flags_extend_the_defaults(base):
     _config(base, 'extend-exclusive-flags = [["use_a", "use_b", "use_c"]]')
     out = json.loads(run_cli("config", str(base)).stdout)["settings"]
     assert out["exclusive-flags"] == [["all_greedy", "all_random"], ["use_a", "use_b", "use_c"]]
+
+
+def test_an_array_pin_is_a_tuple_and_a_table_pin_an_error(base):
+    """TOML has no tuples: `[9, 0]` pins a device capability as `--assume NAME=(9, 0)`
+    does (it crashed with an unhashable list), and a value no fact can hold is a one-line
+    settings error."""
+    from warmlint.settings import Settings, apply
+
+    assert apply(Settings(), {"assume": {"cap": [9, [0]]}}, "t").assume["cap"] == (9, (0,))
+    config = base / "capability.toml"  # vLLM 0.34.0 reads it in 12 of its 26 leaves
+    config.write_text('[tool.warmlint.assume]\n"current_platform.get_device_capability()"'
+                      ' = [9, 0]\n')
+    pinned = run_cli("check", "--no-cache", "--format", "json", "--config", str(config),
+                     str(release("0.34.0")), check_json=True)
+    assert pinned.returncode == 1 and pinned.json["stats"]["complete"], pinned.stderr
+    assert len(pinned.json["findings"]) == 10  # the default's value: the same findings
+    _config(base, '[tool.warmlint.assume]\nVLLM_USE_FLASHINFER_SAMPLER = {on = 1}')
+    proc = run_cli("check", "--no-cache", str(base))
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"warmlint: error: {base / 'pyproject.toml'}: 'assume': 'VLLM_USE_FLASHINFER_SAMPLER' "
+        "must be a boolean, a number, a string or an array of them; got dict"]

@@ -261,7 +261,20 @@ def _table(value, name: str, where: str) -> dict:
         if isinstance(allowed, tuple) and item not in allowed:
             raise SettingsError(f"{where}: '{key}' must be one of "
                                 f"{', '.join(map(repr, allowed))}; got {item!r}")
+    if name == "assume":  # values become facts, compared and hashed: arrays as tuples
+        return {key: _assumed(item, f"{where}: '{key}'") for key, item in value.items()}
     return value
+
+
+def _assumed(item, where: str):
+    """A pinned value: None, a boolean, a number, a string, or an array of them (a tuple,
+    as ``--assume NAME=(9, 0)`` gives: ``get_device_capability()``)."""
+    if isinstance(item, (list, tuple)):
+        return tuple(_assumed(v, where) for v in item)
+    if item is None or isinstance(item, (bool, int, float, str)):
+        return item
+    raise SettingsError(f"{where} must be a boolean, a number, a string or an array of "
+                        f"them; got {type(item).__name__}")
 
 
 def _expression(text) -> bool:
