@@ -39,13 +39,19 @@ def _glob(rel: str, pattern: str) -> bool:
     return fnmatch(rel, pattern) or (pattern.startswith("**/") and fnmatch(rel, pattern[3:]))
 
 
+def _runner_files(resolver: Resolver):
+    """(module, rel path, table of contents or None: unparsable) of each file matching
+    ``warmup-files``, in module order."""
+    tree, files = resolver.tree, resolver.settings.warmup_files
+    for module, (rel, _) in sorted(tree.modules.items()):
+        if any(_glob(rel, pat) for pat in files):
+            yield module, rel, tree.toc(module)
+
+
 def discover(resolver: Resolver) -> list[WarmupMethod]:
     tree, settings = resolver.tree, resolver.settings
     found = []
-    for module, (rel, _) in sorted(tree.modules.items()):
-        if not any(_glob(rel, pat) for pat in settings.warmup_files):
-            continue
-        toc = tree.toc(module)
+    for module, rel, toc in _runner_files(resolver):
         if toc is None:
             continue
         lines = tree.lines(module)
@@ -72,10 +78,7 @@ def missing(resolver: Resolver, found: list) -> list[tuple[str, int, str]]:
     warmed = {w.cls.module for w in found}
     methods = ", ".join(settings.warmup_methods)
     out, matched, runners = [], [], 0
-    for module, (rel, _) in sorted(tree.modules.items()):
-        if not any(_glob(rel, p) for p in settings.warmup_files):
-            continue
-        toc = tree.toc(module)
+    for module, rel, toc in _runner_files(resolver):
         matched.append(rel)
         if toc is None or not toc.classes:
             runners += rel in tree.files_failed  # unparsable: reported as such
