@@ -92,8 +92,45 @@ def test_a_pinned_value_no_config_can_hold_is_said(tmp_path):
         "name": "model_config.logprobs_mode", "value": "raw_logprbs",
         "allowed": ["processed_logits", "processed_logprobs", "raw_logits", "raw_logprobs"]}]
     assert ("warning: assumption 'model_config.logprobs_mode' = 'raw_logprbs' is none of "
-            "the values its annotation allows" in proc.stderr)
+            "the values it can hold" in proc.stderr)
     assert proc.returncode == 1  # findings decide, as for any complete run
     good = _check(root, "--assume", "model_config.logprobs_mode=raw_logprobs")
     assert good.json["stats"]["impossible_assumptions"] == []
     assert "warning: assumption" not in good.stderr
+
+
+def test_an_env_flag_pinned_to_a_word_it_cannot_hold_is_said():
+    """`--assume VLLM_USE_FLASHINFER_SAMPLER=flase` is the string 'flase', which is truthy:
+    it analyzed the FlashInfer configurations, the opposite of what was meant, without a
+    word. vLLM 0.34.0's envs.py declares the flag `bool(int(...)) if ... else True`."""
+    root = release("0.34.0")
+    typo = _check(root, "--assume", "VLLM_USE_FLASHINFER_SAMPLER=flase")
+    assert typo.json["stats"]["impossible_assumptions"] == [{
+        "name": "VLLM_USE_FLASHINFER_SAMPLER", "value": "flase", "allowed": [False, True]}]
+    assert ("warning: assumption 'VLLM_USE_FLASHINFER_SAMPLER' = 'flase' is none of the "
+            "values it can hold (False, True)" in typo.stderr)
+    assert typo.returncode == 1  # findings decide
+    for word in ("0", "true"):
+        good = _check(root, "--assume", f"VLLM_USE_FLASHINFER_SAMPLER={word}")
+        assert good.json["stats"]["impossible_assumptions"] == []
+        assert "warning: assumption" not in good.stderr
+
+
+def test_flag_values_reads_the_declaration_shapes():
+    from warmlint.env_defaults import flag_values
+
+    text = """
+import os
+environment_variables = {
+    "A": lambda: bool(int(os.getenv("A", "0"))),
+    "B": lambda: (bool(int(os.environ["B"])) if "B" in os.environ else True),
+    "C": lambda: os.getenv("C", "0") == "1",
+    "D": lambda: int(os.getenv("D", "4")),
+    "E": lambda: os.getenv("E", "x"),
+    "F": lambda: os.getenv("F") or True,
+}
+"""
+    both = frozenset((False, True))
+    assert [flag_values(text, n) for n in "ABCDEFG"] == [both, both, both, None, None, None,
+                                                          None]
+    assert flag_values("environment_variables = {", "A") is None  # unparsable: unknown

@@ -71,6 +71,7 @@ class Domains:
     def __init__(self, resolver):
         self.resolver = resolver
         self.memo: dict[str, frozenset | None] = {}
+        self.flags: dict[str, frozenset | None] = {}  # env flag name -> its values
         self.token = next(_TOKENS)
         _LIVE[self.token] = self
 
@@ -85,6 +86,31 @@ class Domains:
         if pair not in self.memo:
             self.memo[pair] = self._lookup(parts[-2], parts[-1])
         return self.memo[pair]
+
+    def pin_values(self, key: str) -> frozenset | None:
+        """The values a pinned atom can hold, for checking the pin only: its domain, or
+        for an environment flag ``envs.NAME`` that the package's ``envs.py`` declares as
+        a boolean, {False, True} (``env_defaults.flag_values``; read as a dependency of
+        the run). Not a domain for the enumeration: an unpinned flag stays "anything",
+        as the facts and reports of every release were made."""
+        if not key.startswith("envs.") or "(" in key:
+            return self(key)
+        name = key[len("envs."):]
+        if name not in self.flags:
+            self.flags[name] = self._flag(name)
+        return self.flags[name]
+
+    def _flag(self, name: str) -> frozenset | None:
+        from warmlint.env_defaults import flag_values
+
+        tree = self.resolver.tree
+        for package in sorted(self.resolver.top_packages):
+            module = f"{package}.envs"
+            text = tree.read_text(module) if tree.has_module(module) else None
+            values = flag_values(text, name) if text is not None else None
+            if values is not None:
+                return values
+        return None
 
     def _lookup(self, owner: str, field: str) -> frozenset | None:
         name = class_name(owner)

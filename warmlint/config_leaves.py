@@ -286,7 +286,8 @@ class ConfigDriver:
         value = self.assumptions.pinned[name]
         self.used_assumptions[sym.label] = value
         self.pins_read.add(name)
-        values = self.assumptions.domain(sym.key) if self.assumptions.domain else None
+        domain = self.assumptions.domain  # a Domains, or a plain lookup in tests
+        values = getattr(domain, "pin_values", domain)(sym.key) if domain else None
         if (values is not None and fact == SymFact(eq=value)
                 and all(value != v for v in values)):  # (a TOML list is unhashable)
             self.pins_outside[name] = (value, tuple(sorted(values, key=repr)))

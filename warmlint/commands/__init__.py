@@ -87,9 +87,9 @@ def warn_pins(report) -> None:
     for pin in report.stats.get("impossible_assumptions") or []:
         allowed = ", ".join(repr(v) for v in pin.get("allowed") or [])
         sys.stderr.write(printable(f"warmlint: warning: assumption '{pin.get('name')}' = "
-                                   f"{pin.get('value')!r} is none of the values its "
-                                   f"annotation allows ({allowed}): the configuration it "
-                                   f"pins cannot exist") + "\n")
+                                   f"{pin.get('value')!r} is none of the values it can "
+                                   f"hold ({allowed}): the configuration it pins cannot "
+                                   f"exist") + "\n")
 
 
 def incomplete_exit(report, args) -> bool:
