@@ -158,9 +158,11 @@ def _run_program(facts: Facts, program: Program) -> None:
         winterp = Interp(resolver, driver, warm, memo)
         driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)
-        reused = _reusable(replays, warm, driver)
+        seen = observed(warm)
+        reused = _reusable(replays, warm, driver, seen)
         if reused is None and facts.parallel is not None:  # another process's
-            reused = facts.parallel.published(lambda keys: _fingerprint(warm, driver, keys))
+            reused = facts.parallel.published(
+                lambda keys: _fingerprint(warm, driver, keys, seen))
         if reused is not None:
             return Leaf(list(driver.trace), warm, reused, dict(driver.used_assumptions)), errors
         before = (len(driver.trace), set(driver.consulted))
@@ -170,7 +172,7 @@ def _run_program(facts: Facts, program: Program) -> None:
         errors += run_entries(sinterp, warm.entries)
         if len(driver.trace) == before[0]:  # serving took no whole-run decision
             consulted = set(driver.consulted) - before[1]
-            key = _fingerprint(warm, driver, consulted)
+            key = _fingerprint(warm, driver, consulted, seen)
             replays.setdefault(key, (serving, consulted))
             if facts.parallel is not None:
                 facts.parallel.publish(key, consulted, serving)
@@ -214,20 +216,27 @@ def _run_program(facts: Facts, program: Program) -> None:
                                    "(nothing it warms was analyzed)"), False))
 
 
-def _fingerprint(warm: WarmupPass, driver, extra_keys: set) -> str:
-    """What the serving replay depends on: the warmup's observations and the config facts
-    read outside the warmup's own frame (bindings, and the replay itself)."""
+def _fingerprint(warm: WarmupPass, driver, extra_keys: set, seen: str | None = None) -> str:
+    """What the serving replay depends on: the warmup's observations (``observed``, the
+    same for every replay a leaf tries: pass it once computed) and the config facts read
+    outside the warmup's own frame (bindings, and the replay itself)."""
     from warmlint.state import SymFact
 
     keys = {k for k, where in driver.consulted.items() if where != "warmup"} | extra_keys
     facts = sorted((k, repr(driver.facts.get(k) or SymFact())) for k in keys)
+    return repr((facts, observed(warm) if seen is None else seen))
+
+
+def observed(warm: WarmupPass) -> str:
+    """The warmup's part of a serving replay's fingerprint: outcomes taken, sinks hit,
+    registrations and the entries serving replays."""
     taken = sorted((k, o, repr(sorted(map(repr, (sorted(c.items()) for c in cfgs)))))
                    for k, outcomes in warm.taken.items() for o, cfgs in outcomes.items())
     hits = sorted((h.sink_id, h.site.key) for h in warm.hits)
     entries = [(_node_key(e), type(e.callee).__name__, getattr(getattr(e.callee, "cls", None),
                                                             "dotted", ""),
                 repr(sorted(e.cfg.items()))) for e in warm.entries]
-    return repr((facts, taken, hits, sorted(warm.registry), entries))
+    return repr((taken, hits, sorted(warm.registry), entries))
 
 
 def _node_key(entry) -> tuple:
@@ -236,10 +245,10 @@ def _node_key(entry) -> tuple:
     return fn.address(entry.node) if fn is not None else id(entry.node)
 
 
-def _reusable(replays: dict, warm: WarmupPass, driver):
+def _reusable(replays: dict, warm: WarmupPass, driver, seen: str):
     """A previous leaf's serving results, if this leaf cannot replay any differently."""
     for serving, consulted in replays.values():
-        key = _fingerprint(warm, driver, consulted)
+        key = _fingerprint(warm, driver, consulted, seen)
         if key in replays:
             return replays[key][0]
     return None
