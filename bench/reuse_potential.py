@@ -1,0 +1,172 @@
+#!/usr/bin/env python3
+"""How much of one analysis a call summary keyed by the call's whole input could reuse.
+
+Issue 16's first item (per-function summaries) is a large change; this measures what it
+would buy before it is built, on a real tree, serially (``-j 0``: every leaf in this
+process). Every call of a function that once took >= ``COSTLY`` interpreter steps, in the
+warmup or serving pass outside a divergence, gets a key: the pass, the function, the
+caller stack, a digest of its receiver, arguments and the path heap they reach
+(``value_digest.digest_in_heap``, as ``interp/built.py`` keys a construction), the path's
+facts, configs and pc, and the outcomes of the whole-run (configuration) decisions taken
+inside it. A call whose key an earlier configuration leaf produced could take that leaf's
+result. Its steps count once: a reusable call inside a reusable call is not counted
+again. Each call is put in one of three classes, by what a summary would have to carry:
+
+- ``P``: no effect outside its result and path heap (no sink reached, no error, no
+  warmup entry, registration or step recorded) and no in-place change of its arguments'
+  objects: what ``built.py`` already copies for constructions;
+- ``M``: like ``P``, but it changes its arguments' objects in place (a summary needs a
+  write set);
+- ``E``: it has effects (a summary must replay sinks, entries, outcomes).
+
+The three lines are cumulative (``P``, ``P`` and ``M``, all). Also printed: the steps of
+the whole run and the seconds spent digesting keys, which a real summary pays on every
+candidate call (the reason stop 39 found keys must be read sets).
+
+    .venv/bin/python bench/reuse_potential.py ~/.cache/warmlint/releases/vllm-0.34.0
+    .venv/bin/python bench/reuse_potential.py TREE --config docs/forks/aphrodite-engine.toml
+
+Throw-away instrumentation by design (it wraps ``CallMixin.call_function``): the numbers
+go to docs/performance.md; nothing here changes what warmlint does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+COSTLY = 200  # steps a call of the function once took, to be keyed at all (--costly)
+LISTS = ("hits", "entries", "registry", "_steps", "stepped", "warm_hits")
+
+
+def _effects(interp) -> tuple:
+    policy = interp.policy
+    return (len(interp.errors), interp.sinks_hit, interp.registering,
+            *(len(getattr(policy, name, ())) for name in LISTS))
+
+
+class Meter:
+    def __init__(self, costly: int = COSTLY):
+        self.bar = costly
+        self.costly: set = set()
+        self.seen: dict = {}  # key -> the leaf (its driver's id) that made it first
+        self.calls: list = []  # (first tick, last tick, function, class, reusable)
+        self.digesting = 0.0
+        self.ticks = 0  # interpreter steps executed (a copied construction's are credited
+        # to ``Interp.steps`` without running: not counted here)
+
+    def key(self, interp, fv, args, kwargs, state):
+        from warmlint.interp.value_digest import digest_in_heap
+
+        policy = interp.policy
+        if not (fv.ref.dotted in self.costly and policy.name in ("warmup", "serving")
+                and getattr(policy, "active", None) is None and not interp.in_module_scope
+                and state.div is None and not state.shadows and not state.crossed):
+            return None, None
+        began = time.perf_counter()
+        inputs = ([fv.bound] if fv.bound is not None else []) + list(args)
+        stack = tuple((f.module, f.qualname, f.warmup) for f in interp.stack)
+        try:
+            given = digest_in_heap((inputs, kwargs), state.heap)
+            key = (policy.name, fv.ref.dotted, stack, given, repr(sorted(state.facts.items())),
+                   repr(sorted(state.cfg.items())), repr(state.pc))
+        except RecursionError:
+            key = given = None
+        self.digesting += time.perf_counter() - began
+        return key, (inputs, kwargs, given)
+
+    def wrap(self, original):
+        meter = self
+
+        def call_function(interp, fv, args, kwargs, state, node):
+            key, before = meter.key(interp, fv, args, kwargs, state)
+            steps, trace, effects = meter.ticks, len(interp.driver.trace), _effects(interp)
+            try:
+                return original(interp, fv, args, kwargs, state, node)
+            finally:
+                if meter.ticks - steps >= meter.bar:
+                    meter.costly.add(fv.ref.dotted)
+                if key is not None:
+                    meter.record(interp, key, before, state, steps, trace, effects)
+        return call_function
+
+    def record(self, interp, key, before, state, steps, trace, effects) -> None:
+        from warmlint.interp.value_digest import digest_in_heap
+
+        outcomes = tuple((d.key, d.outcome) for d in interp.driver.trace[trace:])
+        first = self.seen.setdefault((key, outcomes), id(interp.driver))
+        inputs, kwargs, given = before
+        began = time.perf_counter()
+        try:
+            changed = digest_in_heap((inputs, kwargs), state.heap) != given
+        except RecursionError:
+            changed = True
+        self.digesting += time.perf_counter() - began
+        kind = "E" if _effects(interp) != effects else ("M" if changed else "P")
+        self.calls.append((steps, self.ticks, key[1], kind, first != id(interp.driver)))
+
+    def reusable(self, kinds: str) -> tuple[int, collections.Counter]:
+        total, by_function, end = 0, collections.Counter(), -1
+        for start, stop, function, kind, again in sorted(self.calls, key=lambda s: (s[0], -s[1])):
+            if again and kind in kinds and start >= end:
+                total += stop - start
+                by_function[function] += stop - start
+                end = stop
+        return total, by_function
+
+    def wrap_tick(self, original):
+        meter = self
+
+        def tick(interp):
+            meter.ticks += 1
+            return original(interp)
+        return tick
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--config", help="a warmlint settings file (a fork's)")
+    parser.add_argument("--top", type=int, default=6, help="functions listed per class")
+    parser.add_argument("--costly", type=int, default=COSTLY,
+                        help="steps a function's call once took, to key its calls")
+    args = parser.parse_args()
+
+    from warmlint.cli import main as warmlint
+    from warmlint.interp import calls, core
+
+    meter = Meter(args.costly)
+    calls.CallMixin.call_function = meter.wrap(calls.CallMixin.call_function)
+    core.Interp.tick = meter.wrap_tick(core.Interp.tick)
+    argv = ["check", str(args.tree), "--no-cache", "-j", "0", "--format", "json", "-q"]
+    if args.config:
+        argv += ["--config", args.config]
+    out = io.StringIO()
+    began = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = warmlint(argv)
+    seconds = time.perf_counter() - began
+    if code not in (0, 1):
+        print(f"warmlint exited {code}: not a complete analysis", file=sys.stderr)
+        return 2
+    leaves = json.loads(out.getvalue())["stats"]["configs"]
+    print(f"{args.tree.name}: {leaves} configuration leaves, {seconds:.2f} s serial "
+          f"(instrumented), keys digested in {meter.digesting:.2f} s")
+    total_steps = meter.ticks
+    for kinds, label in (("P", "P"), ("PM", "P+M"), ("PME", "P+M+E")):
+        reused, by_function = meter.reusable(kinds)
+        print(f"  {label:6} reusable steps {reused:>9,} of {total_steps:,} "
+              f"({100 * reused / max(total_steps, 1):.1f}%)")
+        for function, n in by_function.most_common(args.top):
+            print(f"           {n:>9,}  {function}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
