@@ -110,10 +110,15 @@ def test_an_env_flag_pinned_to_a_word_it_cannot_hold_is_said():
     assert ("warning: assumption 'VLLM_USE_FLASHINFER_SAMPLER' = 'flase' is none of the "
             "values it can hold (False, True)" in typo.stderr)
     assert typo.returncode == 1  # findings decide
+    plain = _check(root)
     for word in ("0", "true"):
         good = _check(root, "--assume", f"VLLM_USE_FLASHINFER_SAMPLER={word}")
         assert good.json["stats"]["impossible_assumptions"] == []
         assert "warning: assumption" not in good.stderr
+    # envs.py is read for a pin that is not a boolean only: the default pins
+    # (VLLM_GPU_SYNC_CHECK = False) leave the run independent of it, as before
+    assert typo.json["stats"]["files_parsed"] == plain.json["stats"]["files_parsed"] + 1
+    assert good.json["stats"]["files_parsed"] <= plain.json["stats"]["files_parsed"]
 
 
 def test_flag_values_reads_the_declaration_shapes():

@@ -87,14 +87,19 @@ class Domains:
             self.memo[pair] = self._lookup(parts[-2], parts[-1])
         return self.memo[pair]
 
-    def pin_values(self, key: str) -> frozenset | None:
-        """The values a pinned atom can hold, for checking the pin only: its domain, or
-        for an environment flag ``envs.NAME`` that the package's ``envs.py`` declares as
-        a boolean, {False, True} (``env_defaults.flag_values``; read as a dependency of
-        the run). Not a domain for the enumeration: an unpinned flag stays "anything",
-        as the facts and reports of every release were made."""
+    def pin_values(self, key: str, value) -> frozenset | None:
+        """The values an atom pinned to ``value`` can hold, for checking the pin only: its
+        domain, or for an environment flag ``envs.NAME`` that the package's ``envs.py``
+        declares as a boolean, {False, True} (``env_defaults.flag_values``). Not a domain
+        for the enumeration: an unpinned flag stays "anything", as the facts and reports
+        of every release were made. ``envs.py`` is read (a dependency of the run) only
+        for a pin that is not a boolean: a boolean is a value of any flag that has a
+        known set of values, and the default pins (``VLLM_GPU_SYNC_CHECK = False``) must
+        not make every run depend on a file vLLM edits often."""
         if not key.startswith("envs.") or "(" in key:
             return self(key)
+        if type(value) is bool:
+            return None
         name = key[len("envs."):]
         if name not in self.flags:
             self.flags[name] = self._flag(name)

@@ -287,7 +287,8 @@ class ConfigDriver:
         self.used_assumptions[sym.label] = value
         self.pins_read.add(name)
         domain = self.assumptions.domain  # a Domains, or a plain lookup in tests
-        values = getattr(domain, "pin_values", domain)(sym.key) if domain else None
+        values = None if domain is None else domain.pin_values(sym.key, value) \
+            if hasattr(domain, "pin_values") else domain(sym.key)
         if (values is not None and fact == SymFact(eq=value)
                 and all(value != v for v in values)):  # (a TOML list is unhashable)
             self.pins_outside[name] = (value, tuple(sorted(values, key=repr)))
