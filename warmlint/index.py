@@ -271,6 +271,10 @@ class SourceTree:
     def toc_built(self, name: str) -> bool:
         return name in self._tocs
 
+    def tocs_built(self) -> list[str]:
+        """The modules whose table of contents this run built, in the order it built them."""
+        return list(self._tocs)
+
     def read_in_parts(self) -> list[str]:
         """Modules the run read only through their TOC, spans and ``text_calling``."""
         return [name for name in {**self._tocs, **self.absent} if name not in self.whole]

@@ -75,7 +75,7 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
 
 def warn_pins(report) -> None:
     """One stderr line per pinned assumption no configuration read, or whose value its
-    atom cannot hold (``stats``)."""
+    atom cannot hold, and per decorator pattern that matched nothing (``stats``)."""
     from warmlint.printable import printable
 
     for pin in report.stats.get("unread_assumptions") or []:
@@ -90,6 +90,10 @@ def warn_pins(report) -> None:
                                    f"{pin.get('value')!r} is none of the values it can "
                                    f"hold ({allowed}): the configuration it pins cannot "
                                    f"exist") + "\n")
+    for found in report.stats.get("unmatched_patterns") or []:
+        sys.stderr.write(printable(f"warmlint: warning: {found.get('setting')} pattern "
+                                   f"'{found.get('pattern')}' matches no decorator of the "
+                                   f"code this run read, so it recognized nothing") + "\n")
 
 
 def incomplete_exit(report, args) -> bool:
