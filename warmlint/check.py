@@ -70,7 +70,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     progress: a ``warmlint.progress`` mode; the ticker counts the files read so far.
     ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round).
     ``jobs``: config leaves in up to this many forked processes; None: serially."""
-    from warmlint import decorator_patterns, digests
+    from warmlint import digests, unmatched
     from warmlint.analysis import analyze, pins_outside, unread_pins
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
@@ -105,7 +105,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
              else unread_pins(settings, facts.programs),
              "impossible_assumptions": pins_outside(facts.programs),
              "unmatched_patterns": [] if errors or facts.truncated
-             else decorator_patterns.unmatched(settings, facts.resolver)}
+             else unmatched.unmatched(settings, facts.resolver, facts.warmups)}
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)

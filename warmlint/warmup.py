@@ -114,9 +114,9 @@ def _warmup_functions(resolver: Resolver, runners: set) -> list:
             wanted = wanted.strip("'\" ").rsplit(".", 1)[-1]
             owners = sorted((r for r in runners if r.name == wanted), key=lambda r: -len(
                 ".".join(os.path.commonprefix([r.module.split("."), module.split(".")]))))
-            if owners:
+            if owners and not any(w.ref == FuncRef(module, name) for w in found):
                 found.append(WarmupMethod(FuncRef(module, name), owners[0], rel, info.start,
-                                          function=True))
+                                          function=True))  # once, whatever entries match it
     return found
 
 

@@ -75,7 +75,7 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
 
 def warn_pins(report) -> None:
     """One stderr line per pinned assumption no configuration read, or whose value its
-    atom cannot hold, and per decorator pattern that matched nothing (``stats``)."""
+    atom cannot hold, and per added setting entry that matched nothing (``stats``)."""
     from warmlint.printable import printable
 
     for pin in report.stats.get("unread_assumptions") or []:
@@ -91,9 +91,9 @@ def warn_pins(report) -> None:
                                    f"hold ({allowed}): the configuration it pins cannot "
                                    f"exist") + "\n")
     for found in report.stats.get("unmatched_patterns") or []:
-        sys.stderr.write(printable(f"warmlint: warning: {found.get('setting')} pattern "
-                                   f"'{found.get('pattern')}' matches no decorator of the "
-                                   f"code this run read, so it recognized nothing") + "\n")
+        sys.stderr.write(printable(f"warmlint: warning: {found.get('setting')} entry "
+                                   f"'{found.get('pattern')}' matches "
+                                   f"{found.get('matches')}") + "\n")
 
 
 def incomplete_exit(report, args) -> bool:
