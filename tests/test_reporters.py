@@ -168,3 +168,25 @@ def test_sarif_reports_unparsable_files_as_notifications(tmp_path, validator):
     assert invocation["executionSuccessful"] is False  # incomplete: not a clean run
     assert invocation["properties"]["complete"] is False
     assert proc.returncode == 2 and "warmlint: incomplete: 1 problem" in proc.stderr
+
+
+def test_settings_that_changed_nothing_reach_sarif_and_github(tmp_path, validator):
+    """A pin no configuration reads is a stderr warning; a CI step that keeps only its
+    report must see it too: a SARIF tool configuration notification, a ::warning."""
+    root = make_tree(tmp_path)
+    pin = ("--assume", "VLLM_USE_FLASHINFER_SAMPLR=0")
+    proc = run_cli("check", str(root), "--no-cache", "--format", "sarif", *pin)
+    doc = json.loads(proc.stdout)
+    assert_valid(validator, doc)
+    notes = doc["runs"][0]["invocations"][0]["toolConfigurationNotifications"]
+    assert [n["level"] for n in notes] == ["warning"]
+    assert notes[0]["message"]["text"].startswith(
+        "assumption 'VLLM_USE_FLASHINFER_SAMPLR' is read by no configuration")
+    assert "warning: " + notes[0]["message"]["text"] in proc.stderr  # the same words
+    annotations = run_cli("check", str(root), "--no-cache", "--format", "github",
+                          *pin).stdout.splitlines()
+    settings = [a for a in annotations if "title=warmlint setting changed nothing" in a]
+    assert len(settings) == 1 and settings[0].startswith("::warning ")
+    assert "VLLM_USE_FLASHINFER_SAMPLR" in settings[0]
+    clean = json.loads(run_cli("check", str(root), "--no-cache", "--format", "sarif").stdout)
+    assert clean["runs"][0]["invocations"][0]["toolConfigurationNotifications"] == []

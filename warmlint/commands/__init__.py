@@ -74,26 +74,12 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
 
 
 def warn_pins(report) -> None:
-    """One stderr line per pinned assumption no configuration read, or whose value its
-    atom cannot hold, and per added setting entry that matched nothing (``stats``)."""
+    """One stderr line per setting that changed nothing (``setting_warnings``)."""
     from warmlint.printable import printable
+    from warmlint.setting_warnings import messages
 
-    for pin in report.stats.get("unread_assumptions") or []:
-        close = pin.get("did_you_mean")
-        hint = f" (did you mean '{close}'?)" if close else ""
-        sys.stderr.write(printable(f"warmlint: warning: assumption '{pin.get('name')}' is read "
-                                   f"by no configuration of this tree, so it pinned "
-                                   f"nothing{hint}") + "\n")
-    for pin in report.stats.get("impossible_assumptions") or []:
-        allowed = ", ".join(repr(v) for v in pin.get("allowed") or [])
-        sys.stderr.write(printable(f"warmlint: warning: assumption '{pin.get('name')}' = "
-                                   f"{pin.get('value')!r} is none of the values it can "
-                                   f"hold ({allowed}): the configuration it pins cannot "
-                                   f"exist") + "\n")
-    for found in report.stats.get("unmatched_patterns") or []:
-        sys.stderr.write(printable(f"warmlint: warning: {found.get('setting')} entry "
-                                   f"'{found.get('pattern')}' matches "
-                                   f"{found.get('matches')}") + "\n")
+    for text in messages(report.stats):
+        sys.stderr.write(printable(f"warmlint: warning: {text}") + "\n")
 
 
 def incomplete_exit(report, args) -> bool:

@@ -1,7 +1,8 @@
 """GitHub Actions workflow commands: one ``::error`` annotation per finding.
 
 ``::error file=PATH,line=N,col=N,title=WL001 unwarmed-dispatch-branch::MESSAGE``; files
-that could not be analyzed become ``::warning`` annotations. Escaping follows the
+that could not be analyzed become ``::warning`` annotations, and so does each setting that
+changed nothing (``setting_warnings``; no file). Escaping follows the
 Actions toolkit (``@actions/core`` command.ts): ``%``, CR and LF everywhere, and also
 ``:`` and ``,`` in properties, where they would end a value. Other control characters
 and bidi overrides (from the analyzed source) are written as visible escapes first
@@ -11,6 +12,7 @@ and bidi overrides (from the analyzed source) are written as visible escapes fir
 from __future__ import annotations
 
 from warmlint.printable import printable
+from warmlint.setting_warnings import messages
 
 _DATA = (("%", "%25"), ("\r", "%0D"), ("\n", "%0A"))
 _PROPERTY = _DATA + ((":", "%3A"), (",", "%2C"))
@@ -42,4 +44,6 @@ def render(report, *, root_display=None) -> str:
                      title=f"{f.rule} {f.name}") for f in report.findings]
     lines += [command("warning", e["message"], file=show(e["path"]), line=e.get("line"),
                       title="warmlint could not analyze this file") for e in report.errors]
+    lines += [command("warning", text, title="warmlint setting changed nothing")
+              for text in messages(report.stats)]
     return "\n".join(lines) + ("\n" if lines else "")

@@ -4,7 +4,8 @@ One run: the driver lists every rule (documentation included, so a viewer can sh
 it), results point into the tree through the ``SRCROOT`` base id (relative URIs are
 what code scanning maps onto the repository), and files that could not be analyzed
 become tool execution notifications (and make ``executionSuccessful`` false: the
-result is incomplete). A finding's fix is described, not spelled out:
+result is incomplete); settings that changed nothing (``setting_warnings``) are tool
+configuration notifications. A finding's fix is described, not spelled out:
 ``warmlint fix`` computes the edits, and SARIF requires each fix to name an artifact
 change, so a fix without edits carries an empty insertion at the finding. Only findings
 ``warmlint fix`` handles get ``fixes``; every result carries the ``fix`` object of the
@@ -20,6 +21,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from warmlint import __version__
+from warmlint.setting_warnings import messages
 
 SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 FINGERPRINT_KEY = "warmlintFingerprint/v1"
@@ -132,6 +134,10 @@ def to_sarif(report) -> dict:
         "invocations": [{"executionSuccessful": not report.incomplete,
                          "toolExecutionNotifications": [_notification(e)
                                                         for e in report.errors],
+                         # settings that changed nothing (a pin no config read...)
+                         "toolConfigurationNotifications": [
+                             {"level": "warning", "message": {"text": text}}
+                             for text in messages(report.stats)],
                          "properties": {"complete": not report.incomplete,
                                         "incomplete": report.incomplete,
                                         "unjudged": report.stats.get("unjudged", [])}}],
