@@ -84,3 +84,17 @@ def test_warmup_functions_and_external_sinks_that_match_nothing_are_said(tmp_pat
     assert "warning: external-sinks entry 'flashinfr' matches no import" in run.stderr
     # the second entry matches the default's function: one warmup, not the same one twice
     assert run.json["stats"]["warmups"].count("vllm.v1.worker.gpu.warmup.warmup_kernels") == 1
+
+
+def test_a_fix_field_that_drives_no_edit_is_said(tmp_path):
+    """`fix --field seeed` (a typo) fixed nothing and said only that other fields were not
+    selected; now it names the field and the ones that drive an edit."""
+    root = make_tree(tmp_path)
+    typo = run_cli("fix", "--diff", "--field", "seeed", "--field", "generators", str(root))
+    assert ("warmlint: warning: --field 'seeed' drives no edit of this tree (fields that "
+            "do: ") in typo.stderr
+    known = typo.stderr.split("(fields that do: ")[1].split(")")[0].split(", ")
+    assert "generators" in known and "seeed" not in known
+    assert typo.stdout  # the diff of the field that exists
+    good = run_cli("fix", "--diff", "--field", "generators", str(root))
+    assert "drives no edit" not in good.stderr and good.stdout == typo.stdout

@@ -20,6 +20,7 @@ from warmlint.edits import NoFix
 class Plan:
     edits: list = field(default_factory=list)
     unfixable: list = field(default_factory=list)  # (Finding, reason)
+    fields: set = field(default_factory=set)  # the request fields the edits are driven by
 
 
 INEFFECTIVE = ("the inserted call would not take the outcome (re-analyzed with it, the "
@@ -45,6 +46,8 @@ def build_plan(report, fields: set | None = None, banned: set = frozenset()) -> 
                 plan.unfixable.append((finding, exc.reason))
                 continue
             for edit in edits:
+                if edit.field:
+                    plan.fields.add(edit.field)
                 keep, reason = edit.selected(fields)
                 if keep and edit.content in banned:
                     keep, reason = False, INEFFECTIVE

@@ -38,6 +38,10 @@ class FixResult:
     report: object = None  # the analysis of the fixed tree
     rounds: int = 0  # rounds that changed something
     converged: bool = True  # False: MAX_ROUNDS rounds still had edits to make
+    # ``fields`` given that no edit of the first round is driven by (a typo: --field seeed),
+    # and the fields that do drive one
+    unknown_fields: list = field(default_factory=list)
+    known_fields: list = field(default_factory=list)
 
 
 def compute_fixes(root: Path, settings, fields: set | None = None,
@@ -67,6 +71,9 @@ def compute_fixes(root: Path, settings, fields: set | None = None,
     parsed: dict = {}
     result = FixResult()
     report, plan = analyze(texts, banned)
+    if fields:
+        result.unknown_fields = sorted(fields - plan.fields)
+        result.known_fields = sorted(plan.fields)
     while plan.edits:
         if result.rounds == MAX_ROUNDS:
             result.converged = False

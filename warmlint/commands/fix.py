@@ -54,6 +54,10 @@ def run(args) -> int:
     for rel, reason in result.skipped:
         sys.stderr.write(printable(f"{show(rel)}: skipped: {reason}") + "\n")
     warn_pins(result.report)
+    for name in result.unknown_fields:
+        known = ", ".join(result.known_fields) or "none"
+        sys.stderr.write(printable(f"warmlint: warning: --field {name!r} drives no edit of "
+                                   f"this tree (fields that do: {known})") + "\n")
     if not result.converged:
         sys.stderr.write(f"warmlint: the fixed warmup still has fixable findings after "
                          f"{result.rounds} rounds; run `warmlint fix` again\n")
