@@ -58,6 +58,9 @@ class Meter:
         self.seen: dict = {}  # key -> the leaf (its driver's id) that made it first
         self.calls: list = []  # (first tick, last tick, function, class, reusable)
         self.digesting = 0.0
+        self.checking = 0.0  # the self-check's digests (not a key's cost)
+        self.mismatched = 0  # calls keyed alike that returned differently
+        self.mismatched_steps = 0
         self.ticks = 0  # interpreter steps executed (a copied construction's are credited
         # to ``Interp.steps`` without running: not counted here)
 
@@ -87,29 +90,40 @@ class Meter:
         def call_function(interp, fv, args, kwargs, state, node):
             key, before = meter.key(interp, fv, args, kwargs, state)
             steps, trace, effects = meter.ticks, len(interp.driver.trace), _effects(interp)
+            results = None
             try:
-                return original(interp, fv, args, kwargs, state, node)
+                results = original(interp, fv, args, kwargs, state, node)
+                return results
             finally:
                 if meter.ticks - steps >= meter.bar:
                     meter.costly.add(fv.ref.dotted)
-                if key is not None:
-                    meter.record(interp, key, before, state, steps, trace, effects)
+                if key is not None and results is not None:
+                    meter.record(interp, key, before, state, results, steps, trace, effects)
         return call_function
 
-    def record(self, interp, key, before, state, steps, trace, effects) -> None:
+    def record(self, interp, key, before, state, results, steps, trace, effects) -> None:
         from warmlint.interp.value_digest import digest_in_heap
 
         outcomes = tuple((d.key, d.outcome) for d in interp.driver.trace[trace:])
-        first = self.seen.setdefault((key, outcomes), id(interp.driver))
         inputs, kwargs, given = before
         began = time.perf_counter()
         try:
             changed = digest_in_heap((inputs, kwargs), state.heap) != given
+            # the self-check: each path's value, and the inputs and path heap after it
+            result = repr([(digest_in_heap((inputs, kwargs, value), after.heap),
+                            sorted(after.cfg.items()), after.pc) for after, value in results])
         except RecursionError:
-            changed = True
-        self.digesting += time.perf_counter() - began
+            changed, result = True, None
+        self.checking += time.perf_counter() - began
         kind = "E" if _effects(interp) != effects else ("M" if changed else "P")
-        self.calls.append((steps, self.ticks, key[1], kind, first != id(interp.driver)))
+        leaf = id(interp.driver)
+        first = self.seen.setdefault((key, outcomes), (leaf, result))
+        again = first[0] != leaf
+        if again and (result is None or first[1] != result):
+            self.mismatched += 1
+            self.mismatched_steps += self.ticks - steps
+            again = False  # alike inputs, another result: the key misses an input
+        self.calls.append((steps, self.ticks, key[1], kind, again))
 
     def reusable(self, kinds: str) -> tuple[int, collections.Counter]:
         total, by_function, end = 0, collections.Counter(), -1
@@ -165,6 +179,8 @@ def main() -> int:
               f"({100 * reused / max(total_steps, 1):.1f}%)")
         for function, n in by_function.most_common(args.top):
             print(f"           {n:>9,}  {function}")
+    print(f"  mismatched: {meter.mismatched} calls ({meter.mismatched_steps:,} steps) keyed "
+          f"alike but returned differently: not counted (the key misses an input)")
     return 0
 
 

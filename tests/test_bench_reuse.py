@@ -23,3 +23,32 @@ def test_the_classes_nest_and_calls_repeated_across_leaves_are_found(tmp_path):
     (p, total), (pm, _), (pme, _) = counts
     assert p <= pm <= pme <= total  # each class adds to the one before
     assert pme > 0  # the fixture's leaves repeat the warmup's calls
+
+
+def _shares(stdout: str) -> list:
+    return [(int(a.replace(",", "")), int(b.replace(",", ""))) for a, b in re.findall(
+        r"reusable steps\s+([\d,]+) of ([\d,]+)", stdout)]
+
+
+def test_read_traces_check_themselves_and_an_unchanged_copy_reuses(tmp_path):
+    """bench/reuse_readsets.py: keys of what a call read, each reuse checked against the
+    earlier result (no mismatch on the fixture); analyzing an identical copy afterwards
+    (--after) finds the first run's summaries."""
+    import shutil
+
+    root = make_tree(tmp_path)
+    tool = str(REPO / "bench" / "reuse_readsets.py")
+    alone = subprocess.run([sys.executable, tool, str(root), "--costly", "1"],
+                           capture_output=True, text=True, timeout=300)
+    assert alone.returncode == 0, alone.stderr
+    (effectless, total), (every, _) = _shares(alone.stdout)
+    assert effectless <= every <= total
+    assert "mismatched: 0 calls" in alone.stdout
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    after = subprocess.run([sys.executable, tool, str(root), "--after", str(copy),
+                            "--costly", "1"], capture_output=True, text=True, timeout=300)
+    assert after.returncode == 0, after.stderr
+    assert after.stdout.startswith("copy: after base,")
+    (_, total2), (every2, _) = _shares(after.stdout)
+    assert 0 < every2 <= total2

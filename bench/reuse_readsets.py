@@ -1,0 +1,333 @@
+#!/usr/bin/env python3
+"""What call summaries keyed by what the call *read* could reuse, checked against results.
+
+``reuse_potential.py`` keys a call by its whole input; a summary checked field by field
+(stop 39's design) only needs what the callee read to agree. This measures that, serially
+on a real tree: each call of a costly function (as there, in the warmup or serving pass
+outside a divergence) records, in order, what it reads of the objects that existed before
+it began: the code of every function it runs, its arguments (shallow: an object is a
+number, by first appearance), every
+attribute read and every old value a weak attribute write joins with, table rows, module
+globals, configuration facts looked up; plus the function, caller stack, path facts,
+configs and pc at the call and the configuration outcomes taken inside. Objects the call
+made itself are not reads. A call whose read trace an earlier leaf produced could take
+that leaf's result.
+
+Self-check: the result of such a call (each path's return value, path heap changes,
+configs and pc, with objects that existed before named by their number in the trace)
+must equal the earlier leaf's. ``mismatched`` counts the calls where it does not: reads
+this instrumentation misses (a summary keyed this way would be wrong there), so the
+reusable share is trustworthy only as far as that count is small. Steps as in
+``reuse_potential.py`` (executed ticks; nested reusable calls counted once).
+
+    .venv/bin/python bench/reuse_readsets.py ~/.cache/warmlint/releases/vllm-0.34.0
+    .venv/bin/python bench/reuse_readsets.py TREE --after EDITED_COPY_OF_TREE
+
+With ``--after``, the same for an edit: TREE is analyzed, then its edited copy, and a call
+of the second run counts as reusable where the first run made the same read trace (with
+the same result): what summaries stored by one run and read by the next could skip. Both
+runs parse their own trees, so values holding syntax nodes never match across them: a
+lower bound.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import sys
+import time
+from pathlib import Path
+
+from reuse_potential import COSTLY, Meter as WholeInput, _effects
+
+
+class Trace:
+    """One open call's reads; objects existing before it are numbered by first read."""
+
+    def __init__(self, oid0: int, tid0: int):
+        self.oid0, self.tid0 = oid0, tid0
+        self.numbers: dict = {}  # id(object or table) -> number
+        self.oids: dict = {}  # object's oid -> its number
+        self.items: list = []
+
+    def old(self, v) -> bool:
+        from warmlint.interp.tables import Table
+
+        return v.tid <= self.tid0 if type(v) is Table else v.oid <= self.oid0
+
+    def ref(self, v):
+        n = self.numbers.setdefault(id(v), len(self.numbers))
+        if hasattr(v, "oid"):
+            self.oids[v.oid] = n
+        return ("ref", n)
+
+    def heap_key(self, key, seen: dict):
+        """A path heap key: (object id, attribute) names the object by its number."""
+        if type(key[0]) is int:
+            n = self.oids.get(key[0])
+            return ("attr", n if n is not None else "new", key[1])
+        return self.shallow(key, True, seen)
+
+    def shallow(self, v, expand_new: bool = False, seen=None):
+        """A value as the call saw it: old objects and tables as numbers; new ones by kind
+        (or, for results, expanded)."""
+        from warmlint.interp.tables import Table
+        from warmlint.interp.value_digest import PLAIN, _WALKED
+        from warmlint.values import Obj
+
+        seen = {} if seen is None else seen
+        if isinstance(v, PLAIN):
+            return v if type(v) is str else (type(v).__name__, repr(v))
+        t = type(v)
+        if t is tuple or t is list:
+            return (t.__name__, tuple(self.shallow(x, expand_new, seen) for x in v))
+        if t is set or t is frozenset:
+            return ("set", tuple(sorted(repr(self.shallow(x, expand_new, seen)) for x in v)))
+        if t is dict:
+            return ("dict", tuple((self.shallow(k, expand_new, seen),
+                                   self.shallow(x, expand_new, seen)) for k, x in v.items()))
+        if t is Obj or t is Table:
+            if self.old(v):
+                return self.ref(v)
+            if not expand_new:
+                return ("new", t.__name__, repr(getattr(v, "cls", None)))
+            if id(v) in seen:
+                return ("seen", seen[id(v)])
+            seen[id(v)] = len(seen)
+            if t is Table:
+                return ("table", self.shallow(v.initial, True, seen))
+            return ("obj", repr(v.cls), v.request, v.lazy, v.label, v.under_construction,
+                    tuple((k, self.shallow(x, True, seen)) for k, x in v.attrs.items()))
+        if isinstance(v, _WALKED):
+            return (t.__name__,) + tuple(self.shallow(x, expand_new, seen)
+                                         for x in v.__dict__.values())
+        return ("id", t.__name__, id(v))
+
+
+class ReadMeter(WholeInput):
+    def __init__(self, costly: int = COSTLY):
+        super().__init__(costly)
+        self.open: list = []  # Trace per keyed call being interpreted
+        self.results: dict = {}  # key -> (run, leaf, result digest)
+        self.run = 1  # 2: the analysis of --after's tree, reusing run 1's results only
+        self.mismatched = 0
+        self.mismatched_steps = 0
+        self.codes: dict = {}  # id(parse) -> digest of the function's source
+        self.unkeyed: list = []  # spans of calls on a divergence or inside a warmup entry
+        self.keep: list = []
+
+    def note(self, *item_of) -> None:
+        """``item_of(trace)`` -> the read as ``trace`` names it, or None (a new object)."""
+        for trace in self.open:
+            item = item_of[0](trace)
+            if item is not None:
+                trace.items.append(item)
+
+    def wrap(self, original):
+        meter = self
+
+        def call_function(interp, fv, args, kwargs, state, node):
+            from warmlint.interp import tables
+            from warmlint.values import _OBJ_IDS
+
+            if meter.open:  # the callee's code is read too (an edit changes it)
+                code = meter.code(interp, fv.ref)
+                meter.note(lambda t: ("code", fv.ref.dotted, code))
+            key, _ = meter.key_context(interp, fv, state)
+            trace = None
+            if key is not None:
+                trace = Trace(next(_OBJ_IDS), next(tables._TABLE_IDS))
+                inputs = ([fv.bound] if fv.bound is not None else []) + list(args)
+                trace.items.append(("args", meter.code(interp, fv.ref), trace.shallow(inputs),
+                                    trace.shallow(kwargs)))
+                meter.open.append(trace)
+            steps, first_decision = meter.ticks, len(interp.driver.trace)
+            effects = _effects(interp)
+            results = None
+            try:
+                results = original(interp, fv, args, kwargs, state, node)
+                return results
+            finally:
+                if trace is not None:
+                    meter.open.remove(trace)
+                if meter.ticks - steps >= meter.bar:
+                    meter.costly.add(fv.ref.dotted)
+                if state.div is not None or getattr(interp.policy, "active", None) is not None:
+                    meter.unkeyed.append((steps, meter.ticks))
+                if trace is not None and results is not None:
+                    meter.settle(interp, key, trace, state, results, steps, first_decision,
+                                 effects)
+        return call_function
+
+    def code(self, interp, ref) -> str | None:
+        """A digest of the function's source (None: not in the tree), once per parse."""
+        import hashlib
+
+        parsed = interp.resolver.parsed(ref)
+        if parsed is None:
+            return None
+        got = self.codes.get(id(parsed.wrapper_module))
+        if got is None:
+            text = parsed.wrapper_module.code_for_node(parsed.node)
+            got = self.codes[id(parsed.wrapper_module)] = hashlib.sha1(text.encode()).hexdigest()
+            self.keep.append(parsed)  # its id stays its own
+        return got
+
+    def key_context(self, interp, fv, state):
+        policy = interp.policy
+        if not (fv.ref.dotted in self.costly and policy.name in ("warmup", "serving")
+                and getattr(policy, "active", None) is None and not interp.in_module_scope
+                and state.div is None and not state.shadows and not state.crossed):
+            return None, None
+        stack = tuple((f.module, f.qualname, f.warmup) for f in interp.stack)
+        return (policy.name, fv.ref.dotted, stack, repr(sorted(state.facts.items())),
+                repr(sorted(state.cfg.items())), repr(state.pc)), None
+
+    def settle(self, interp, key, trace, state, results, steps, first_decision, effects):
+        began = time.perf_counter()
+        outcomes = tuple((d.key, d.outcome) for d in interp.driver.trace[first_decision:])
+        full = (key, outcomes, repr(trace.items))
+        seen: dict = {}
+        paths = []
+        for after, value in results:
+            changed = {k: v for k, v in after.heap.items() if state.heap.get(k) is not v}
+            heap = sorted((repr(trace.heap_key(k, seen)), repr(trace.shallow(v, True, seen)))
+                          for k, v in changed.items())
+            paths.append((repr(trace.shallow(value, True, seen)), heap,
+                          repr(sorted(after.cfg.items())), repr(after.pc)))
+        result = repr(paths)
+        self.digesting += time.perf_counter() - began
+        kind = "E" if _effects(interp) != effects else "P"  # (in-place writes not told apart)
+        leaf = id(interp.driver)
+        first = self.results.setdefault(full, (self.run, leaf, result))
+        again = first[0] < self.run if self.run > 1 else first[1] != leaf
+        if again and first[2] != result:
+            self.mismatched += 1
+            self.mismatched_steps += self.ticks - steps
+            again = False  # not counted as reusable
+        self.calls.append((steps, self.ticks, key[1], kind, again))
+
+
+def install(meter: ReadMeter) -> None:
+    from warmlint.config_leaves import ConfigDriver
+    from warmlint.interp import attrs, calls, core, tables
+
+    calls.CallMixin.call_function = meter.wrap(calls.CallMixin.call_function)
+    core.Interp.tick = meter.wrap_tick(core.Interp.tick)
+
+    obj_attr = attrs.AttrMixin._obj_attr
+
+    def _obj_attr(interp, obj, name, state):
+        value = obj_attr(interp, obj, name, state)
+        if meter.open:
+            meter.note(lambda t: ("attr", t.ref(obj), name, t.shallow(value))
+                       if t.old(obj) else None)
+        return value
+    attrs.AttrMixin._obj_attr = _obj_attr
+
+    set_attr = attrs.AttrMixin.set_attr
+
+    def _set_attr(interp, target, name, value, state):
+        from warmlint.values import Obj, OneOf
+
+        if meter.open:
+            for obj in (target.options if isinstance(target, OneOf) else (target,)):
+                if isinstance(obj, Obj) and not obj.lazy and name in obj.attrs:
+                    old = obj.attrs[name]
+                    meter.note(lambda t, o=obj, v=old: ("joins", t.ref(o), name, t.shallow(v))
+                               if t.old(o) else None)
+        return set_attr(interp, target, name, value, state)
+    attrs.AttrMixin.set_attr = _set_attr
+
+    global_value = attrs.AttrMixin.global_value
+
+    def _global_value(interp, module, name):
+        value = global_value(interp, module, name)
+        if meter.open:
+            meter.note(lambda t: ("global", module, name, t.shallow(value)))
+        return value
+    attrs.AttrMixin.global_value = _global_value
+
+    element = tables.element
+
+    def _element(state, table):
+        value = element(state, table)
+        if meter.open:
+            meter.note(lambda t: ("rows", t.ref(table), t.shallow(value))
+                       if t.old(table) else None)
+        return value
+    tables.element = _element
+
+    fact = ConfigDriver.fact
+
+    def _fact(driver, sym):
+        found = fact(driver, sym)
+        if meter.open:
+            meter.note(lambda t: ("fact", sym.key, repr(found)))
+        return found
+    ConfigDriver.fact = _fact
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("tree", type=Path)
+    parser.add_argument("--config", help="a warmlint settings file (a fork's)")
+    parser.add_argument("--top", type=int, default=6, help="functions listed")
+    parser.add_argument("--after", type=Path,
+                        help="then analyze this tree (TREE edited) and count what it could "
+                             "reuse of TREE's run: persistent summaries after an edit")
+    parser.add_argument("--costly", type=int, default=COSTLY,
+                        help="steps a function's call once took, to key its calls")
+    args = parser.parse_args()
+
+    from warmlint.cli import main as warmlint
+
+    meter = ReadMeter(args.costly)
+    install(meter)
+    for tree in [args.tree] + ([args.after] if args.after else []):
+        if tree is args.after:  # the edited tree: only what run 1 stored counts as reusable
+            meter.run, meter.calls, meter.ticks, meter.mismatched = 2, [], 0, 0
+            meter.mismatched_steps, meter.unkeyed = 0, []
+        argv = ["check", str(tree), "--no-cache", "-j", "0", "--format", "json", "-q"]
+        if args.config:
+            argv += ["--config", args.config]
+        out = io.StringIO()
+        began = time.perf_counter()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+            code = warmlint(argv)
+        seconds = time.perf_counter() - began
+        if code not in (0, 1):
+            print(f"warmlint exited {code} on {tree}: not a complete analysis", file=sys.stderr)
+            return 2
+    leaves = json.loads(out.getvalue())["stats"]["configs"]
+    what = f"after {args.tree.name}, " if args.after else ""
+    print(f"{tree.name}: {what}{leaves} configuration leaves, {seconds:.2f} s serial "
+          f"(instrumented), results compared in {meter.digesting:.2f} s")
+    for kinds, label in (("P", "no effect"), ("PE", "all")):
+        reused, by_function = meter.reusable(kinds)
+        print(f"  {label:9} reusable steps {reused:>9,} of {meter.ticks:,} "
+              f"({100 * reused / max(meter.ticks, 1):.1f}%)")
+        for function, n in by_function.most_common(args.top):
+            print(f"              {n:>9,}  {function}")
+    outside = _union(meter.unkeyed)
+    print(f"  never keyed: {outside:,} steps ({100 * outside / max(meter.ticks, 1):.1f}%) in calls "
+          f"on a serving divergence (a cold path) or inside a warmup's sampler call")
+    print(f"  mismatched: {meter.mismatched} calls ({meter.mismatched_steps:,} steps) read "
+          f"alike but returned differently (reads this instrumentation misses)")
+    return 0
+
+
+def _union(spans: list) -> int:
+    total, end = 0, -1
+    for start, stop in sorted(spans, key=lambda s: (s[0], -s[1])):
+        if start >= end:
+            total, end = total + stop - start, stop
+        elif stop > end:
+            total, end = total + stop - end, stop
+    return total
+
+
+if __name__ == "__main__":
+    sys.exit(main())
