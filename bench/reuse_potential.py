@@ -152,24 +152,14 @@ def main() -> int:
                         help="steps a function's call once took, to key its calls")
     args = parser.parse_args()
 
-    from warmlint.cli import main as warmlint
     from warmlint.interp import calls, core
 
     meter = Meter(args.costly)
     calls.CallMixin.call_function = meter.wrap(calls.CallMixin.call_function)
     core.Interp.tick = meter.wrap_tick(core.Interp.tick)
-    argv = ["check", str(args.tree), "--no-cache", "-j", "0", "--format", "json", "-q"]
-    if args.config:
-        argv += ["--config", args.config]
-    out = io.StringIO()
-    began = time.perf_counter()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-        code = warmlint(argv)
-    seconds = time.perf_counter() - began
-    if code not in (0, 1):
-        print(f"warmlint exited {code}: not a complete analysis", file=sys.stderr)
+    leaves, seconds = analyze_serially(args.tree, args.config)
+    if leaves is None:
         return 2
-    leaves = json.loads(out.getvalue())["stats"]["configs"]
     print(f"{args.tree.name}: {leaves} configuration leaves, {seconds:.2f} s serial "
           f"(instrumented), keys digested in {meter.digesting:.2f} s")
     total_steps = meter.ticks
@@ -182,6 +172,25 @@ def main() -> int:
     print(f"  mismatched: {meter.mismatched} calls ({meter.mismatched_steps:,} steps) keyed "
           f"alike but returned differently: not counted (the key misses an input)")
     return 0
+
+
+def analyze_serially(tree: Path, config: str | None) -> tuple:
+    """(configuration leaves, seconds) of ``warmlint check TREE -j 0`` in this process, its
+    output swallowed; (None, seconds) after saying why when the analysis is incomplete."""
+    from warmlint.cli import main as warmlint
+
+    argv = ["check", str(tree), "--no-cache", "-j", "0", "--format", "json", "-q"]
+    if config:
+        argv += ["--config", config]
+    out = io.StringIO()
+    began = time.perf_counter()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = warmlint(argv)
+    seconds = time.perf_counter() - began
+    if code not in (0, 1):
+        print(f"warmlint exited {code} on {tree}: not a complete analysis", file=sys.stderr)
+        return None, seconds
+    return json.loads(out.getvalue())["stats"]["configs"], seconds
 
 
 if __name__ == "__main__":

@@ -33,14 +33,11 @@ lower bound.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
-import json
 import sys
 import time
 from pathlib import Path
 
-from reuse_potential import COSTLY, Meter as WholeInput, _effects
+from reuse_potential import COSTLY, Meter as WholeInput, _effects, analyze_serially
 
 
 class Trace:
@@ -282,26 +279,15 @@ def main() -> int:
                         help="steps a function's call once took, to key its calls")
     args = parser.parse_args()
 
-    from warmlint.cli import main as warmlint
-
     meter = ReadMeter(args.costly)
     install(meter)
     for tree in [args.tree] + ([args.after] if args.after else []):
         if tree is args.after:  # the edited tree: only what run 1 stored counts as reusable
             meter.run, meter.calls, meter.ticks, meter.mismatched = 2, [], 0, 0
             meter.mismatched_steps, meter.unkeyed = 0, []
-        argv = ["check", str(tree), "--no-cache", "-j", "0", "--format", "json", "-q"]
-        if args.config:
-            argv += ["--config", args.config]
-        out = io.StringIO()
-        began = time.perf_counter()
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
-            code = warmlint(argv)
-        seconds = time.perf_counter() - began
-        if code not in (0, 1):
-            print(f"warmlint exited {code} on {tree}: not a complete analysis", file=sys.stderr)
+        leaves, seconds = analyze_serially(tree, args.config)
+        if leaves is None:
             return 2
-    leaves = json.loads(out.getvalue())["stats"]["configs"]
     what = f"after {args.tree.name}, " if args.after else ""
     print(f"{tree.name}: {what}{leaves} configuration leaves, {seconds:.2f} s serial "
           f"(instrumented), results compared in {meter.digesting:.2f} s")
