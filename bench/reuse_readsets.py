@@ -48,6 +48,7 @@ class Trace:
         self.numbers: dict = {}  # id(object or table) -> number
         self.oids: dict = {}  # object's oid -> its number
         self.items: list = []
+        self.hits = 0  # the divergence's sinks recorded before the call
 
     def old(self, v) -> bool:
         from warmlint.interp.tables import Table
@@ -112,7 +113,9 @@ class ReadMeter(WholeInput):
         self.mismatched = 0
         self.mismatched_steps = 0
         self.codes: dict = {}  # id(parse) -> digest of the function's source
-        self.unkeyed: list = []  # spans of calls on a divergence or inside a warmup entry
+        self.unkeyed: list = []  # spans of calls inside a warmup's sampler call (an entry)
+        self.unkeyed_div: list = []  # spans of calls on a divergence, when not keyed
+        self.divergences = False  # key calls on a serving divergence too (--divergences)
         self.keep: list = []
 
     def note(self, *item_of) -> None:
@@ -136,6 +139,7 @@ class ReadMeter(WholeInput):
             trace = None
             if key is not None:
                 trace = Trace(next(_OBJ_IDS), next(tables._TABLE_IDS))
+                trace.hits = len(interp.policy.hits_of(state)) if state.div is not None else 0
                 inputs = ([fv.bound] if fv.bound is not None else []) + list(args)
                 trace.items.append(("args", meter.code(interp, fv.ref), trace.shallow(inputs),
                                     trace.shallow(kwargs)))
@@ -151,8 +155,10 @@ class ReadMeter(WholeInput):
                     meter.open.remove(trace)
                 if meter.ticks - steps >= meter.bar:
                     meter.costly.add(fv.ref.dotted)
-                if state.div is not None or getattr(interp.policy, "active", None) is not None:
+                if getattr(interp.policy, "active", None) is not None:
                     meter.unkeyed.append((steps, meter.ticks))
+                elif state.div is not None and key is None:
+                    meter.unkeyed_div.append((steps, meter.ticks))
                 if trace is not None and results is not None:
                     meter.settle(interp, key, trace, state, results, steps, first_decision,
                                  effects)
@@ -176,11 +182,12 @@ class ReadMeter(WholeInput):
         policy = interp.policy
         if not (fv.ref.dotted in self.costly and policy.name in ("warmup", "serving")
                 and getattr(policy, "active", None) is None and not interp.in_module_scope
-                and state.div is None and not state.shadows and not state.crossed):
+                and (state.div is None or self.divergences)
+                and not state.shadows and not state.crossed):
             return None, None
         stack = tuple((f.module, f.qualname, f.warmup) for f in interp.stack)
         return (policy.name, fv.ref.dotted, stack, repr(sorted(state.facts.items())),
-                repr(sorted(state.cfg.items())), repr(state.pc)), None
+                repr(sorted(state.cfg.items())), repr(state.pc), repr(state.div)), None
 
     def settle(self, interp, key, trace, state, results, steps, first_decision, effects):
         began = time.perf_counter()
@@ -194,6 +201,9 @@ class ReadMeter(WholeInput):
                           for k, v in changed.items())
             paths.append((repr(trace.shallow(value, True, seen)), heap,
                           repr(sorted(after.cfg.items())), repr(after.pc)))
+        if state.div is not None:  # the sinks the call recorded for its divergence
+            hits = interp.policy.hits_of(state)[trace.hits:]
+            paths.append(sorted((h.sink_id, h.site.key) for h in hits))
         result = repr(paths)
         self.digesting += time.perf_counter() - began
         kind = "E" if _effects(interp) != effects else "P"  # (in-place writes not told apart)
@@ -257,6 +267,38 @@ def install(meter: ReadMeter) -> None:
         return value
     tables.element = _element
 
+    from warmlint.interp.reuse import CallReuse
+    from warmlint.warmup import WarmupPass
+
+    warm_outcomes = WarmupPass.warm_outcomes
+
+    def _warm_outcomes(policy, key, cfg):  # serving consults what the warmup took
+        found = warm_outcomes(policy, key, cfg)
+        if meter.open:
+            meter.note(lambda t: ("warm", key, repr(sorted(cfg.items())),
+                                  repr(sorted(found)) if found is not None else None))
+        return found
+    WarmupPass.warm_outcomes = _warm_outcomes
+
+    from warmlint.serving import ServingPass
+
+    registered_call = ServingPass.registered_call
+
+    def _registered_call(policy, interp, dotted):  # the warmup's JIT-warmup registry
+        found = registered_call(policy, interp, dotted)
+        if meter.open:
+            meter.note(lambda t: ("registered", dotted, found))
+        return found
+    ServingPass.registered_call = _registered_call
+
+    for name in ("lookup", "cold_lookup"):  # serving's in-run reuse: an earlier call's result
+        def _lookup(reuse, *args, _original=getattr(CallReuse, name), _name=name, **kwargs):
+            found = _original(reuse, *args, **kwargs)
+            if meter.open:
+                meter.note(lambda t: (_name, found is not None))
+            return found
+        setattr(CallReuse, name, _lookup)
+
     fact = ConfigDriver.fact
 
     def _fact(driver, sym):
@@ -277,14 +319,18 @@ def main() -> int:
                              "reuse of TREE's run: persistent summaries after an edit")
     parser.add_argument("--costly", type=int, default=COSTLY,
                         help="steps a function's call once took, to key its calls")
+    parser.add_argument("--divergences", action="store_true",
+                        help="key calls on serving's divergences (cold paths) too, with the "
+                             "divergence in the key and its sinks in the check")
     args = parser.parse_args()
 
     meter = ReadMeter(args.costly)
+    meter.divergences = args.divergences
     install(meter)
     for tree in [args.tree] + ([args.after] if args.after else []):
         if tree is args.after:  # the edited tree: only what run 1 stored counts as reusable
             meter.run, meter.calls, meter.ticks, meter.mismatched = 2, [], 0, 0
-            meter.mismatched_steps, meter.unkeyed = 0, []
+            meter.mismatched_steps, meter.unkeyed, meter.unkeyed_div = 0, [], []
         leaves, seconds = analyze_serially(tree, args.config)
         if leaves is None:
             return 2
@@ -297,9 +343,11 @@ def main() -> int:
               f"({100 * reused / max(meter.ticks, 1):.1f}%)")
         for function, n in by_function.most_common(args.top):
             print(f"              {n:>9,}  {function}")
-    outside = _union(meter.unkeyed)
-    print(f"  never keyed: {outside:,} steps ({100 * outside / max(meter.ticks, 1):.1f}%) in calls "
-          f"on a serving divergence (a cold path) or inside a warmup's sampler call")
+    for spans, where in ((meter.unkeyed_div, "on a serving divergence (a cold path)"),
+                         (meter.unkeyed, "inside a warmup's sampler call")):
+        outside = _union(spans)
+        print(f"  never keyed: {outside:,} steps ({100 * outside / max(meter.ticks, 1):.1f}%) "
+              f"in calls {where}")
     print(f"  mismatched: {meter.mismatched} calls ({meter.mismatched_steps:,} steps) read "
           f"alike but returned differently (reads this instrumentation misses)")
     return 0
