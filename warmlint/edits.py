@@ -122,5 +122,7 @@ class ReplaceExpression:
     def describe(self) -> str:
         return self.description or f"replace `{self.old}` by `{self.new}` ({self.function})"
 
+    field = ""  # (not a dataclass field) no request field: `fix --field` keeps it
+
     def selected(self, fields: set | None) -> tuple[bool, str]:
         return True, ""
