@@ -37,71 +37,16 @@ import sys
 import time
 from pathlib import Path
 
-from reuse_potential import COSTLY, Meter as WholeInput, _effects, analyze_serially
+from reuse_potential import COSTLY, Meter as WholeInput, Walk, _effects, analyze_serially
 
 
-class Trace:
-    """One open call's reads; objects existing before it are numbered by first read."""
+class Trace(Walk):
+    """One open call's reads, in order (``Walk`` names the objects in them)."""
 
     def __init__(self, oid0: int, tid0: int):
-        self.oid0, self.tid0 = oid0, tid0
-        self.numbers: dict = {}  # id(object or table) -> number
-        self.oids: dict = {}  # object's oid -> its number
+        super().__init__(oid0, tid0)
         self.items: list = []
         self.hits = 0  # the divergence's sinks recorded before the call
-
-    def old(self, v) -> bool:
-        from warmlint.interp.tables import Table
-
-        return v.tid <= self.tid0 if type(v) is Table else v.oid <= self.oid0
-
-    def ref(self, v):
-        n = self.numbers.setdefault(id(v), len(self.numbers))
-        if hasattr(v, "oid"):
-            self.oids[v.oid] = n
-        return ("ref", n)
-
-    def heap_key(self, key, seen: dict):
-        """A path heap key: (object id, attribute) names the object by its number."""
-        if type(key[0]) is int:
-            n = self.oids.get(key[0])
-            return ("attr", n if n is not None else "new", key[1])
-        return self.shallow(key, True, seen)
-
-    def shallow(self, v, expand_new: bool = False, seen=None):
-        """A value as the call saw it: old objects and tables as numbers; new ones by kind
-        (or, for results, expanded)."""
-        from warmlint.interp.tables import Table
-        from warmlint.interp.value_digest import PLAIN, _WALKED
-        from warmlint.values import Obj
-
-        seen = {} if seen is None else seen
-        if isinstance(v, PLAIN):
-            return v if type(v) is str else (type(v).__name__, repr(v))
-        t = type(v)
-        if t is tuple or t is list:
-            return (t.__name__, tuple(self.shallow(x, expand_new, seen) for x in v))
-        if t is set or t is frozenset:
-            return ("set", tuple(sorted(repr(self.shallow(x, expand_new, seen)) for x in v)))
-        if t is dict:
-            return ("dict", tuple((self.shallow(k, expand_new, seen),
-                                   self.shallow(x, expand_new, seen)) for k, x in v.items()))
-        if t is Obj or t is Table:
-            if self.old(v):
-                return self.ref(v)
-            if not expand_new:
-                return ("new", t.__name__, repr(getattr(v, "cls", None)))
-            if id(v) in seen:
-                return ("seen", seen[id(v)])
-            seen[id(v)] = len(seen)
-            if t is Table:
-                return ("table", self.shallow(v.initial, True, seen))
-            return ("obj", repr(v.cls), v.request, v.lazy, v.label, v.under_construction,
-                    tuple((k, self.shallow(x, True, seen)) for k, x in v.attrs.items()))
-        if isinstance(v, _WALKED):
-            return (t.__name__,) + tuple(self.shallow(x, expand_new, seen)
-                                         for x in v.__dict__.values())
-        return ("id", t.__name__, id(v))
 
 
 class ReadMeter(WholeInput):
