@@ -24,8 +24,9 @@ reusable share is trustworthy only as far as that count is small. Steps as in
     .venv/bin/python bench/reuse_readsets.py TREE --after EDITED_COPY_OF_TREE
 
 With ``--after``, the same for an edit: TREE is analyzed, then its edited copy, and a call
-of the second run counts as reusable where the first run made the same read trace (with
-the same result): what summaries stored by one run and read by the next could skip. Both
+of the second run counts as reusable where the first run, or an earlier leaf of the
+second, made the same read trace (with the same result): what summaries stored by one run
+and read by the next (and shared by its leaves) could skip. Both
 runs parse their own trees, so values holding syntax nodes never match across them: a
 lower bound.
 """
@@ -154,7 +155,7 @@ class ReadMeter(WholeInput):
         kind = "E" if _effects(interp) != effects else "P"  # (in-place writes not told apart)
         leaf = id(interp.driver)
         first = self.results.setdefault(full, (self.run, leaf, result))
-        again = first[0] < self.run if self.run > 1 else first[1] != leaf
+        again = (first[0], first[1]) != (self.run, leaf)  # an earlier run's, or leaf's
         if again and first[2] != result:
             self.mismatched += 1
             self.mismatched_steps += self.ticks - steps
@@ -273,7 +274,7 @@ def main() -> int:
     meter.divergences = args.divergences
     install(meter)
     for tree in [args.tree] + ([args.after] if args.after else []):
-        if tree is args.after:  # the edited tree: only what run 1 stored counts as reusable
+        if tree is args.after:  # the edited tree: run 1's summaries, and its own leaves'
             meter.run, meter.calls, meter.ticks, meter.mismatched = 2, [], 0, 0
             meter.mismatched_steps, meter.unkeyed, meter.unkeyed_div = 0, [], []
         leaves, seconds = analyze_serially(tree, args.config)
