@@ -159,10 +159,9 @@ def _run_program(facts: Facts, program: Program) -> None:
         driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)
         seen = observed(warm)
-        reused = _reusable(replays, warm, driver, seen)
+        reused = _reusable(replays, seen, driver)
         if reused is None and facts.parallel is not None:  # another process's
-            reused = facts.parallel.published(
-                lambda keys: _fingerprint(warm, driver, keys, seen))
+            reused = facts.parallel.published(lambda keys: _fingerprint(seen, driver, keys))
         if reused is not None:
             return Leaf(list(driver.trace), warm, reused, dict(driver.used_assumptions)), errors
         before = (len(driver.trace), set(driver.consulted))
@@ -172,7 +171,7 @@ def _run_program(facts: Facts, program: Program) -> None:
         errors += run_entries(sinterp, warm.entries)
         if len(driver.trace) == before[0]:  # serving took no whole-run decision
             consulted = set(driver.consulted) - before[1]
-            key = _fingerprint(warm, driver, consulted, seen)
+            key = _fingerprint(seen, driver, consulted)
             replays.setdefault(key, (serving, consulted))
             if facts.parallel is not None:
                 facts.parallel.publish(key, consulted, serving)
@@ -216,15 +215,15 @@ def _run_program(facts: Facts, program: Program) -> None:
                                    "(nothing it warms was analyzed)"), False))
 
 
-def _fingerprint(warm: WarmupPass, driver, extra_keys: set, seen: str | None = None) -> str:
-    """What the serving replay depends on: the warmup's observations (``observed``, the
-    same for every replay a leaf tries: pass it once computed) and the config facts read
+def _fingerprint(seen: str, driver, extra_keys: set) -> str:
+    """What the serving replay depends on: the warmup's observations (``seen``: its
+    ``observed``, the same for every replay a leaf tries) and the config facts read
     outside the warmup's own frame (bindings, and the replay itself)."""
     from warmlint.state import SymFact
 
     keys = {k for k, where in driver.consulted.items() if where != "warmup"} | extra_keys
     facts = sorted((k, repr(driver.facts.get(k) or SymFact())) for k in keys)
-    return repr((facts, observed(warm) if seen is None else seen))
+    return repr((facts, seen))
 
 
 def observed(warm: WarmupPass) -> str:
@@ -245,10 +244,10 @@ def _node_key(entry) -> tuple:
     return fn.address(entry.node) if fn is not None else id(entry.node)
 
 
-def _reusable(replays: dict, warm: WarmupPass, driver, seen: str):
+def _reusable(replays: dict, seen: str, driver):
     """A previous leaf's serving results, if this leaf cannot replay any differently."""
     for serving, consulted in replays.values():
-        key = _fingerprint(warm, driver, consulted, seen)
+        key = _fingerprint(seen, driver, consulted)
         if key in replays:
             return replays[key][0]
     return None
