@@ -96,16 +96,17 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]
     errors += [{"path": p, "line": line, "message": msg} for p, line, msg in facts.errors]
     configs = sum(len(p.leaves) for p in facts.programs)
+    # what a setting changed is judged on a complete run only: a config cut off, or a file
+    # left unread, may have read the pin or held the decorator
+    complete = not errors and not facts.truncated
     stats = {"files_parsed": len(tree.files_read), "functions_parsed": facts.functions_parsed,
              "warmups": [w.ref.dotted for w in facts.warmups], "configs": configs,
              "configs_truncated": facts.truncated,
              "unjudged": rule_facts.unjudged if settings.rule_enabled("WL004") else [],
-             # judged on a complete run only: a config cut off may have read the pin
-             "unread_assumptions": [] if errors or facts.truncated
-             else unread_pins(settings, facts.programs),
+             "unread_assumptions": unread_pins(settings, facts.programs) if complete else [],
              "impossible_assumptions": pins_outside(facts.programs),
-             "unmatched_patterns": [] if errors or facts.truncated
-             else unmatched.unmatched(settings, facts.resolver, facts.warmups)}
+             "unmatched_patterns": unmatched.unmatched(settings, facts.resolver, facts.warmups)
+             if complete else []}
     report = Report(root, findings, errors, stats, sorted(tree.files_read))
     report.deps = _dependencies(root, {**tree.files_failed, **tree.files_read})
     report.codes = dict(tree.code_digests)

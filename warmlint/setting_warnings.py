@@ -3,9 +3,9 @@
 A pinned assumption no configuration read, a pinned value its atom cannot hold, a settings
 entry that matched nothing (``stats.unread_assumptions``, ``impossible_assumptions``,
 ``unmatched_patterns``): the analysis is complete, but the user believed a setting took
-effect. stderr says it for every format (``commands.warn_pins``); SARIF carries each as a
-tool configuration notification, and GitHub annotations as a ``::warning`` without a
-file, so a CI step that shows only its report shows them too.
+effect. stderr says it for every format (``commands.warn_settings``); SARIF carries each
+as a tool configuration notification, and GitHub annotations as a ``::warning`` without
+a file, so a CI step that shows only its report shows them too.
 """
 
 from __future__ import annotations

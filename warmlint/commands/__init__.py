@@ -73,7 +73,7 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
                              "without a warmup; default: such a result exits 2)")
 
 
-def warn_pins(report) -> None:
+def warn_settings(report) -> None:
     """One stderr line per setting that changed nothing (``setting_warnings``)."""
     from warmlint.printable import printable
     from warmlint.setting_warnings import messages

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_jobs_option, add_tree_options,
                                downloaded, incomplete_exit, jobs, overrides, progress, target,
-                               warn_pins, write_stdout)
+                               warn_settings, write_stdout)
 from warmlint.settings_file import UsageError, display_path, load_settings
 
 
@@ -76,7 +76,7 @@ def run(args) -> int:
         write_stdout(output)
     if args.format == "text":  # the other formats carry the errors themselves
         sys.stderr.write(render_errors(report, root_display=show))
-    warn_pins(report)
+    warn_settings(report)
     sys.stderr.write(summary(report) + "\n")
     if incomplete_exit(report, args):
         return 2

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_jobs_option, add_tree_options,
                                downloaded, incomplete_exit, jobs, overrides, progress, target,
-                               warn_pins, write_stdout)
+                               warn_settings, write_stdout)
 from warmlint.settings_file import UsageError, display_path, load_settings
 from warmlint.printable import printable
 
@@ -53,7 +53,7 @@ def run(args) -> int:
                                    f"{finding.rule} no automatic fix: {reason}") + "\n")
     for rel, reason in result.skipped:
         sys.stderr.write(printable(f"{show(rel)}: skipped: {reason}") + "\n")
-    warn_pins(result.report)
+    warn_settings(result.report)
     for name in result.unknown_fields:
         known = ", ".join(result.known_fields) or "none"
         sys.stderr.write(printable(f"warmlint: warning: --field {name!r} drives no edit of "
