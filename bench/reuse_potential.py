@@ -33,14 +33,18 @@ go to docs/performance.md; nothing here changes what warmlint does.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import collections
 import contextlib
+import dataclasses
 import io
 import json
 import sys
 import time
 from pathlib import Path
+
+from warmlint.interp.tables import Table
+from warmlint.interp.value_digest import _WALKED, _Walk
+from warmlint.values import Obj
 
 COSTLY = 200  # steps a call of the function once took, to be keyed at all (--costly)
 LISTS = ("hits", "entries", "registry", "_steps", "stepped", "warm_hits")
@@ -57,70 +61,55 @@ def _effects(interp) -> tuple:
 _PLAIN_DATA = ("warmlint.state", "warmlint.values")
 
 
-class Walk:
-    """Values as a call saw them, comparable across leaves and runs: objects and tables
-    that existed before the call (``oid0``, ``tid0``) are numbers by first appearance; the
-    call's own are described by kind, or expanded (``expand_new``, for results)."""
+class Walk(_Walk):
+    """Values as a call saw them, comparable across leaves and runs: ``value_digest``'s walk
+    (objects and tables numbered by first visit, expanded), except that objects and tables
+    that existed before the call (``oid0``, ``tid0``) are only numbers (``old``, numbered in
+    ``numbers``: a walk of a call's result shares its trace's), and that the call's own
+    are named by kind unless ``expand`` (results); warmlint's plain dataclasses (``SymFact``)
+    are compared by content."""
 
-    def __init__(self, oid0: int, tid0: int):
-        self.oid0, self.tid0 = oid0, tid0
-        self.numbers: dict = {}  # id(object or table) -> number
-        self.oids: dict = {}  # object's oid -> ("ref", n) or ("seen", n), as walked
+    def __init__(self, oid0: int, tid0: int, expand: bool = False, numbers: dict | None = None,
+                 oids: dict | None = None):
+        super().__init__()
+        self.oid0, self.tid0, self.expand = oid0, tid0, expand
+        self.numbers = {} if numbers is None else numbers  # id(old object or table) -> n
+        self.oids = {} if oids is None else oids  # object's oid -> its name in the walk
 
     def old(self, v) -> bool:
-        from warmlint.interp.tables import Table
-
         return v.tid <= self.tid0 if type(v) is Table else v.oid <= self.oid0
 
     def ref(self, v):
         n = self.numbers.setdefault(id(v), len(self.numbers))
-        if hasattr(v, "oid"):
-            self.oids[v.oid] = ("ref", n)
-        return ("ref", n)
+        if type(v) is Obj:
+            self.oids[v.oid] = ("old", n)
+        return ("old", n)
 
-    def heap_key(self, key, seen: dict):
-        """A path heap key: (object id, attribute) names the object by its number."""
+    def results(self) -> "Walk":
+        """A walk of the call's result: old objects named as here, its own expanded."""
+        return Walk(self.oid0, self.tid0, True, self.numbers, self.oids)
+
+    def heap_key(self, key):
+        """A path heap key: (object id, attribute) names the object as the walk did."""
         if type(key[0]) is int:
             return ("attr", self.oids.get(key[0], "new"), key[1])
-        return self.shallow(key, True, seen)
+        return self.one(key)
 
-    def shallow(self, v, expand_new: bool = False, seen=None):
-        """A value as the call saw it: old objects and tables as numbers; new ones by kind
-        (or, for results, expanded)."""
-        from warmlint.interp.tables import Table
-        from warmlint.interp.value_digest import PLAIN, _WALKED
-        from warmlint.values import Obj
-
-        seen = {} if seen is None else seen
-        if isinstance(v, PLAIN):
-            return v if type(v) is str else (type(v).__name__, repr(v))
+    def one(self, v):
         t = type(v)
-        if t is tuple or t is list:
-            return (t.__name__, tuple(self.shallow(x, expand_new, seen) for x in v))
-        if t is set or t is frozenset:
-            return ("set", tuple(sorted(repr(self.shallow(x, expand_new, seen)) for x in v)))
-        if t is dict:
-            return ("dict", tuple((self.shallow(k, expand_new, seen),
-                                   self.shallow(x, expand_new, seen)) for k, x in v.items()))
         if t is Obj or t is Table:
             if self.old(v):
                 return self.ref(v)
-            if not expand_new:
+            if not self.expand:
                 return ("new", t.__name__, repr(getattr(v, "cls", None)))
-            if id(v) in seen:
-                return ("seen", seen[id(v)])
-            seen[id(v)] = len(seen)
+            out = self._numbered(v)
             if t is Obj:
-                self.oids[v.oid] = ("seen", seen[id(v)])
-            if t is Table:
-                return ("table", self.shallow(v.initial, True, seen))
-            return ("obj", repr(v.cls), v.request, v.lazy, v.label, v.under_construction,
-                    tuple((k, self.shallow(x, True, seen)) for k, x in v.attrs.items()))
-        if isinstance(v, _WALKED) or (dataclasses.is_dataclass(t) and t.__module__ in _PLAIN_DATA):
-            fields = [getattr(v, f.name) for f in dataclasses.fields(t)] \
-                if dataclasses.is_dataclass(t) else v.__dict__.values()
-            return (t.__name__,) + tuple(self.shallow(x, expand_new, seen) for x in fields)
-        return ("id", t.__name__, id(v))
+                self.oids[v.oid] = ("new", self.seen[id(v)])
+            return out
+        if dataclasses.is_dataclass(t) and t.__module__ in _PLAIN_DATA \
+                and not isinstance(v, _WALKED):
+            return (t.__name__,) + self.many(getattr(v, f.name) for f in dataclasses.fields(t))
+        return super().one(v)
 
 
 class Meter:
@@ -248,12 +237,11 @@ def _result(inputs, kwargs, state, results) -> str:
     """The self-check's view of a call's result: per path, the inputs as they are after it,
     its value, the path heap entries it changed, configs and pc; every object expanded,
     numbered by first visit (the inputs' digests agree, so the numbers pair up)."""
-    walk, seen, paths = Walk(-1, -1), {}, []
+    walk, paths = Walk(-1, -1, expand=True), []
     for after, value in results:
         changed = {k: v for k, v in after.heap.items() if state.heap.get(k) is not v}
-        body = walk.shallow((inputs, kwargs, value), True, seen)
-        heap = sorted((repr(walk.heap_key(k, seen)), repr(walk.shallow(v, True, seen)))
-                      for k, v in changed.items())
+        body = walk.one((inputs, kwargs, value))
+        heap = sorted((repr(walk.heap_key(k)), repr(walk.one(v))) for k, v in changed.items())
         paths.append((body, heap, repr(sorted(after.cfg.items())), repr(after.pc)))
     return repr(paths)
 

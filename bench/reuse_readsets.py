@@ -38,7 +38,8 @@ import sys
 import time
 from pathlib import Path
 
-from reuse_potential import COSTLY, Meter as WholeInput, Walk, _effects, analyze_serially
+from reuse_potential import COSTLY, Walk, _effects, analyze_serially
+from reuse_potential import Meter as WholeInput
 
 
 class Trace(Walk):
@@ -87,8 +88,8 @@ class ReadMeter(WholeInput):
                 trace = Trace(next(_OBJ_IDS), next(tables._TABLE_IDS))
                 trace.hits = len(interp.policy.hits_of(state)) if state.div is not None else 0
                 inputs = ([fv.bound] if fv.bound is not None else []) + list(args)
-                trace.items.append(("args", meter.code(interp, fv.ref), trace.shallow(inputs),
-                                    trace.shallow(kwargs)))
+                trace.items.append(("args", meter.code(interp, fv.ref), trace.one(inputs),
+                                    trace.one(kwargs)))
                 meter.open.append(trace)
             steps, first_decision = meter.ticks, len(interp.driver.trace)
             effects = _effects(interp)
@@ -139,13 +140,11 @@ class ReadMeter(WholeInput):
         began = time.perf_counter()
         outcomes = tuple((d.key, d.outcome) for d in interp.driver.trace[first_decision:])
         full = (key, outcomes, repr(trace.items))
-        seen: dict = {}
-        paths = []
+        walk, paths = trace.results(), []
         for after, value in results:
             changed = {k: v for k, v in after.heap.items() if state.heap.get(k) is not v}
-            heap = sorted((repr(trace.heap_key(k, seen)), repr(trace.shallow(v, True, seen)))
-                          for k, v in changed.items())
-            paths.append((repr(trace.shallow(value, True, seen)), heap,
+            heap = sorted((repr(walk.heap_key(k)), repr(walk.one(v))) for k, v in changed.items())
+            paths.append((repr(walk.one(value)), heap,
                           repr(sorted(after.cfg.items())), repr(after.pc)))
         if state.div is not None:  # the sinks the call recorded for its divergence
             hits = interp.policy.hits_of(state)[trace.hits:]
@@ -175,7 +174,7 @@ def install(meter: ReadMeter) -> None:
     def _obj_attr(interp, obj, name, state):
         value = obj_attr(interp, obj, name, state)
         if meter.open:
-            meter.note(lambda t: ("attr", t.ref(obj), name, t.shallow(value))
+            meter.note(lambda t: ("attr", t.ref(obj), name, t.one(value))
                        if t.old(obj) else None)
         return value
     attrs.AttrMixin._obj_attr = _obj_attr
@@ -189,7 +188,7 @@ def install(meter: ReadMeter) -> None:
             for obj in (target.options if isinstance(target, OneOf) else (target,)):
                 if isinstance(obj, Obj) and not obj.lazy and name in obj.attrs:
                     old = obj.attrs[name]
-                    meter.note(lambda t, o=obj, v=old: ("joins", t.ref(o), name, t.shallow(v))
+                    meter.note(lambda t, o=obj, v=old: ("joins", t.ref(o), name, t.one(v))
                                if t.old(o) else None)
         return set_attr(interp, target, name, value, state)
     attrs.AttrMixin.set_attr = _set_attr
@@ -199,7 +198,7 @@ def install(meter: ReadMeter) -> None:
     def _global_value(interp, module, name):
         value = global_value(interp, module, name)
         if meter.open:
-            meter.note(lambda t: ("global", module, name, t.shallow(value)))
+            meter.note(lambda t: ("global", module, name, t.one(value)))
         return value
     attrs.AttrMixin.global_value = _global_value
 
@@ -208,7 +207,7 @@ def install(meter: ReadMeter) -> None:
     def _element(state, table):
         value = element(state, table)
         if meter.open:
-            meter.note(lambda t: ("rows", t.ref(table), t.shallow(value))
+            meter.note(lambda t: ("rows", t.ref(table), t.one(value))
                        if t.old(table) else None)
         return value
     tables.element = _element
