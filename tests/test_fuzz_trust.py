@@ -102,6 +102,28 @@ def test_hostile_result_entries(stored):
     assert len(tried) >= CHEAP
 
 
+@pytest.mark.parametrize("stats, believed", [
+    ({"unread_assumptions": True}, False),
+    ({"unread_assumptions": ["VLLM_X"]}, False),
+    ({"impossible_assumptions": [{"name": "m", "value": "x"}]}, False),  # no `allowed`
+    ({"unmatched_patterns": [{"setting": "triton-decorators", "pattern": "jti"}]}, False),
+    ({"unread_assumptions": [{"name": "VLLM_X", "did_you_mean": None}],
+      "impossible_assumptions": [{"name": "m", "value": [9, 0], "allowed": ["a", None]}],
+      "unmatched_patterns": [{"setting": "s", "pattern": "p", "matches": "nothing"}]}, True),
+])
+def test_stored_setting_warnings_are_checked_before_they_are_rendered(stored, stats, believed):
+    """The reporters turn these stats into words (SARIF, GitHub annotations, stderr): a
+    stored entry whose stats have another shape is a miss, found by the fuzz above."""
+    from warmlint.reporters import render
+
+    root, _, entry, _ = stored
+    result = entry["result"]
+    report = check._report_from_cache(root, dict(result, stats={**result["stats"], **stats}))
+    assert (report is not None) is believed
+    for fmt in ("text", "json", "github", "sarif") if report is not None else ():
+        assert isinstance(render(report, fmt), str)
+
+
 def test_fix_takes_a_stored_result_only_when_it_says_why_for_every_finding(stored):
     """`fix` answers from a stored result with nothing to fix: each finding's `fix` must
     say it is not available and why; an entry without that is analyzed again."""

@@ -24,7 +24,11 @@ FINDING = {"rule": str, "name": str, "path": str, "line": int, "col": int, "func
            "related?": [RELATED], "fix?": (None, FIX), "extra?": {"identity?": str},
            "fingerprint?": str}
 ERROR = {"path": str, "line": int, "message": str}
-RESULT = {"findings": [FINDING], "errors": [ERROR], "stats": dict, "files": [str]}
+# The stats the reporters turn into words (setting_warnings): their entries' fields
+STATS = {"unread_assumptions?": [{"name": str, "did_you_mean": (str, None)}],
+         "impossible_assumptions?": [{"name": str, "value?": object, "allowed": list}],
+         "unmatched_patterns?": [{"setting": str, "pattern": str, "matches": str}]}
+RESULT = {"findings": [FINDING], "errors": [ERROR], "stats": STATS, "files": [str]}
 CLOSED = {id(FINDING), id(ERROR)}  # becomes a Finding(**...) / is printed as is
 
 
