@@ -131,7 +131,7 @@ def test_a_construction_that_changes_its_argument_is_not_stored(tmp_path, monkey
     assert all("'tracked'" in repr(k[3]) for k in trackers), trackers
 
 
-@pytest.mark.parametrize("deep", ["digest_in_heap", "_agrees"])
+@pytest.mark.parametrize("deep", ["digest_in_heap", "agrees"])
 def test_a_graph_too_deep_to_digest_is_built_as_usual(tmp_path, monkeypatch,
                                                       every_construction, deep):
     def too_deep(*args, **kwargs):

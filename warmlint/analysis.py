@@ -15,8 +15,9 @@ from warmlint.config_leaves import (
 from warmlint.config_domains import Domains
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
-from warmlint.interp import Interp, Memo
+from warmlint.interp import Interp, Memo, summaries
 from warmlint.interp.built import BuiltReuse
+from warmlint.interp.summaries import CallSummaries
 from warmlint.leaf_fork import Parallel, available
 from warmlint.program_fork import side_by_side
 from warmlint.resolve import Resolver
@@ -145,6 +146,8 @@ def _run_program(facts: Facts, program: Program) -> None:
 
     replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
     builds = BuiltReuse()  # objects the leaves build alike (interp/built.py)
+    calls = CallSummaries()  # calls the leaves make alike (interp/summaries.py)
+    summaries.reset()
 
     def run(driver):
         try:
@@ -154,7 +157,7 @@ def _run_program(facts: Facts, program: Program) -> None:
 
     def _leaf(driver):
         warm = WarmupPass()
-        memo = Memo(builds=builds)
+        memo = Memo(builds=builds, calls=calls)
         winterp = Interp(resolver, driver, warm, memo)
         driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)

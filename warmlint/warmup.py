@@ -17,7 +17,7 @@ from fnmatch import fnmatch
 import libcst as cst
 
 from warmlint.cst_functions import annotation_names
-from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit
+from warmlint.interp import BudgetExceeded, Frame, Interp, PassPolicy, SinkHit, built
 from warmlint.resolve import ClassRef, FuncRef, Resolver
 from warmlint.state import State, SymFact, compatible, holds_within
 from warmlint.values import (
@@ -217,6 +217,7 @@ class WarmupPass(PassPolicy):
         sampler's per-request state, and the sampler runs on the runner's own dummy batch
         (the call its ``_dummy_sampler_run`` made). The scheduler and model forward that
         lead there in vLLM are not interpreted."""
+        built.taint(interp, "a scheduler step")  # reads which steps ran (pass state)
         requests = _requests_in(interp, state)
         out = [(state, Unknown("step"))]
         if not requests:
@@ -290,6 +291,7 @@ class WarmupPass(PassPolicy):
             self.registry.add(target.ref.dotted)
 
     def entry(self, interp, callee, args, kwargs, node, state):
+        built.taint(interp, "a sampler call")  # reads the entries recorded (pass state)
         for e in self.entries:
             if e.node is node and e.warmup == self.current and e.cfg == state.cfg:
                 return e

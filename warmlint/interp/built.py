@@ -111,7 +111,7 @@ class BuiltReuse:
     # -- around a construction -----------------------------------------------------------
     def begin(self, interp, ref, args: list, kwargs: dict, state) -> _Attempt | None:
         if not (self.enabled and ref.dotted in self.costly
-                and self.failed.get(ref.dotted, 0) < 3 and _plain_context(interp, state)):
+                and self.failed.get(ref.dotted, 0) < 3 and plain_context(interp, state)):
             return None
         policy, driver = interp.policy, interp.driver
         stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
@@ -124,11 +124,11 @@ class BuiltReuse:
         except RecursionError:  # a graph too deep to digest: built as usual
             return None
         log = ReadLog()
-        attempt = _Attempt(key, [list(args), kwargs], log, _effects(interp), interp.steps,
+        attempt = _Attempt(key, [list(args), kwargs], log, effects(interp), interp.steps,
                            len(driver.trace), sum(c.steps for c in driver.counters),
                            next(_OBJ_IDS), next(tables._TABLE_IDS), frozenset(policy._tested),
                            len(policy.config_tests), len(driver.consulted),
-                           {name: set(memo) for name, memo in _memos(interp)},
+                           {name: set(memo) for name, memo in memos(interp)},
                            frozenset(interp.read_keys))
         driver.read_logs.append(log)
         return attempt
@@ -138,7 +138,7 @@ class BuiltReuse:
             if interp.steps + built.steps > interp.settings.max_steps:
                 continue  # the run would stop inside it: run it
             try:
-                if not _agrees(interp, built):
+                if not agrees(interp, built):
                     continue
                 args = objects(*attempt.args)
                 copied = copy_graph(built.snapshot,
@@ -172,19 +172,19 @@ class BuiltReuse:
 
 
 # -- what a construction depends on and leaves behind ----------------------------------------
-def _plain_context(interp, state) -> bool:
+def plain_context(interp, state) -> bool:
     policy, driver = interp.policy, interp.driver
     return (policy.name == "warmup" and policy.active is None and not interp.in_module_scope
             and not interp.registering and not driver.denied
             and state.div is None and not state.shadows and not state.crossed)
 
 
-def _memos(interp) -> list:
+def memos(interp) -> list:
     return [("globals", interp.globals_memo), ("module", interp.module_expr_cache),
             ("lazy", interp.lazy_memo)]
 
 
-def _effects(interp) -> tuple:
+def effects(interp) -> tuple:
     policy, driver = interp.policy, interp.driver
     return (len(interp.errors), interp.sinks_hit, driver.infeasible,
             driver.truncated, len(driver.denied), len(policy.hits), len(policy.entries),
@@ -207,7 +207,7 @@ def taint(interp, why: str) -> None:
 
 
 def _storable(interp, attempt: _Attempt, state, results: list) -> Built | None:
-    if attempt.log.dirty or not results or _effects(interp) != attempt.before:
+    if attempt.log.dirty or not results or effects(interp) != attempt.before:
         return None
     obj = results[0][1]
     paths = []
@@ -227,7 +227,7 @@ def _storable(interp, attempt: _Attempt, state, results: list) -> Built | None:
     if any(d.key.startswith("(") for d in decisions):
         return None  # a guard decision (ConfigDriver.decide_guard) leaves more behind
     installs = {}
-    for name, memo in _memos(interp):
+    for name, memo in memos(interp):
         for key in memo.keys() - attempt.memo_keys[name]:
             if not isinstance(memo[key], PLAIN) and objects(memo[key]):
                 return None  # a global or cached value holding an object
@@ -269,7 +269,7 @@ class _Foreign(Exception):
     """An object neither built by the construction nor reachable from its arguments."""
 
 
-def _agrees(interp, built: Built) -> bool:
+def agrees(interp, built: Built) -> bool:
     driver = interp.driver
     if built.decisions and (len(driver.trace) != built.first or any(
             _outcome(driver, built.first + i) != d.outcome
@@ -277,9 +277,9 @@ def _agrees(interp, built: Built) -> bool:
         return False
     if any(repr(driver.peek(sym)) != seen for sym, seen in built.reads.facts.values()):
         return False
-    memos = dict(_memos(interp))
+    memos_now = dict(memos(interp))
     for (name, key), seen in built.reads.memos.items():
-        now = memos[name].get(key, _MISSING)
+        now = memos_now[name].get(key, _MISSING)
         if seen is not None:
             if now is _MISSING or digest(now) != seen[1]:
                 return False
@@ -301,18 +301,29 @@ def _outcome(driver, k: int) -> bool | None:
 
 def _replay(interp, attempt: _Attempt, built: Built, state, copied: tuple) -> list:
     obj, paths = copied
-    driver, policy = interp.driver, interp.policy
-    for log in driver.read_logs:  # an enclosing construction read what this one read
-        built.reads.merge_into(log)
-    memos = dict(_memos(interp))
-    for (name, key), value in built.installs.items():
-        memos[name].setdefault(key, value)
-    for sym, _ in built.reads.facts.values():
-        driver.fact(sym)  # looked up (and assumptions used) as the run would have
+    driver = interp.driver
     if built.decisions:
         driver.trace += built.decisions
         driver.facts.update(built.decided)
         driver.decided_steps = attempt.counted + built.decided_at
+    replay_reads(interp, built)
+    return [(state.evolve(cfg=dict(cfg), pc=pc, heap={**state.heap, **heap} if heap else state.heap),
+             obj) for cfg, pc, heap in paths]
+
+
+def replay_reads(interp, built) -> None:
+    """What a copied construction or a replayed call (summaries.py) leaves behind besides
+    its values: its reads for the enclosing records, the globals and cached values it
+    computed, facts looked up, config atoms consulted, warmup outcomes taken, config tests
+    met, branch reads, steps."""
+    driver, policy = interp.driver, interp.policy
+    for log in driver.read_logs:  # an enclosing construction read what this one read
+        built.reads.merge_into(log)
+    memos_now = dict(memos(interp))
+    for (name, key), value in built.installs.items():
+        memos_now[name].setdefault(key, value)
+    for sym, _ in built.reads.facts.values():
+        driver.fact(sym)  # looked up (and assumptions used) as the run would have
     for key, where in built.consulted:
         driver.consulted.setdefault(key, where)
     for key, outcome, cfg in built.reads.taken:
@@ -324,6 +335,3 @@ def _replay(interp, attempt: _Attempt, built: Built, state, copied: tuple) -> li
         policy.config_tests += built.tests
     interp.read_keys |= built.read_keys
     interp.steps += built.steps
-    return [(state.evolve(cfg=dict(cfg), pc=pc, heap={**state.heap, **heap} if heap else state.heap),
-             obj) for cfg, pc, heap in paths]
-

@@ -7,7 +7,7 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import built, cached, shims
+from warmlint.interp import built, cached, shims, summaries
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
@@ -102,6 +102,8 @@ class CallMixin:
         pinned = self.driver.assumptions.find_call(ref)
         if pinned is not None:  # an environment probe the settings decide (`has_flashinfer()`)
             self.driver.pins_read.add(pinned)
+            for log in summaries.OPEN:
+                log.pins.add(pinned)
             return [(state, Const(self.driver.assumptions.pinned[pinned]))]
         parsed = self.resolver.parsed(ref)
         if parsed is None:
@@ -133,9 +135,12 @@ class CallMixin:
             results = self.run_body(frame, parsed.node.body, callee)
             reuse.end(node, ref, bound + list(args), kwargs, state, results, len(self.stack),
                       self.policy.warm_hits[before:])
+            results = _back_in(state, results)
+        elif self.memo.calls is not None and self.policy.name == "warmup":  # summaries.py
+            results = self.memo.calls.run(self, ref, bound + list(args), kwargs, state, lambda: (
+                _back_in(state, self.run_body(frame, parsed.node.body, callee))))
         else:
-            results = self.run_body(frame, parsed.node.body, callee)
-        results = _back_in(state, results)
+            results = _back_in(state, self.run_body(frame, parsed.node.body, callee))
         if memo_key is not None:
             cached.store(self, memo_key, state, results, before)
         return results
@@ -242,6 +247,8 @@ class CallMixin:
             attempt = builds.begin(self, ref, args, kwargs, state)
             reused = builds.lookup(self, attempt, state) if attempt is not None else None
             if reused is not None:
+                if summaries.OPEN:
+                    summaries.built_copied(args, kwargs)
                 return reused
         results = None
         try:

@@ -24,14 +24,15 @@ from warmlint.values import Const, Lambda, RowIndex, Seq, Unknown, Value, taint_
 
 @dataclass
 class Memo:
-    """What one configuration leaf computes once for both passes: module globals, the
-    lazily initialized runner's attributes, module-level expressions. Same leaf, same
-    objects: the sampler the warmup built is the one that serves."""
+    """What a leaf computes once for both passes (module globals, the lazy runner's
+    attributes, module-level expressions): the sampler the warmup built is the one that
+    serves; and what the leaves of one runner share (constructions, call summaries)."""
 
     globals: dict = field(default_factory=dict)
     lazy: dict = field(default_factory=dict)
     module_exprs: dict = field(default_factory=dict)
-    builds: object = None  # interp/built.py: the runner's constructions, shared by leaves
+    builds: object = None  # interp/built.py
+    calls: object = None  # interp/summaries.py
 
 
 @dataclass
@@ -145,9 +146,6 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     def stmt_Expr(self, stmt: cst.Expr, state: State) -> Flow:
         return Flow(normal=[st for st, _ in self.eval(stmt.value, state)])
 
-    def stmt_Pass(self, stmt, state: State) -> Flow:
-        return Flow(normal=[state])
-
     def stmt_Return(self, stmt: cst.Return, state: State) -> Flow:
         if stmt.value is None:
             return Flow(returns=[(state, Const(None))])
@@ -222,9 +220,7 @@ class Interp(ExprMixin, CallMixin, AttrMixin, CondMixin, LazyRootMixin):
     def stmt_Global(self, stmt, state: State) -> Flow:
         return Flow(normal=[state])
 
-    stmt_Nonlocal = stmt_Global
-    stmt_Del = stmt_Global
-    stmt_ClassDef = stmt_Global
+    stmt_Pass = stmt_Nonlocal = stmt_Del = stmt_ClassDef = stmt_Global
 
     # -- compound statements -------------------------------------------------------------
     def stmt_If(self, stmt: cst.If, state: State) -> Flow:

@@ -81,7 +81,12 @@ def maker_element(name: str, args: list, kwargs: dict) -> Value | None:
     return None
 
 
+rows_read = None  # summaries.read_rows while a call is being recorded (interp/summaries.py)
+
+
 def element(state: State, table: Table) -> Value:
+    if rows_read is not None:
+        rows_read(state, table)
     return state.heap.get(table.key, table.initial)
 
 
