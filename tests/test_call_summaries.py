@@ -15,7 +15,7 @@ from conftest import VARIANTS, make_tree
 from test_built_reuse import SAMPLER, _v2, _warm_records
 
 from warmlint.check import analyze_tree
-from warmlint.interp import summaries, tables
+from warmlint.interp import read_trace, summaries, tables
 from warmlint.resolve import ClassRef
 from warmlint.settings import Settings
 from warmlint.state import State
@@ -61,7 +61,7 @@ def test_a_fixture_reports_the_same_with_replayed_calls(tmp_path, monkeypatch, e
                                                         variant):
     replayed, exact = _both_ways(make_tree(tmp_path, variant), monkeypatch)
     assert replayed == exact
-    assert not summaries.OPEN  # every record closed
+    assert not read_trace.OPEN  # every record closed
 
 
 def test_the_v2_fixture_replays_calls_and_reports_the_same(tmp_path, monkeypatch,
@@ -97,7 +97,7 @@ def test_a_replayed_call_writes_what_the_call_wrote(tmp_path, monkeypatch, every
     replay = summaries._replay
 
     def dropping_writes(interp, summary, state, copied, found):
-        return replay(interp, summary, state, (copied[0], []), found)
+        return replay(interp, summary, state, (copied[0], [], copied[2]), found)
 
     monkeypatch.setattr(summaries, "_replay", dropping_writes)
     assert _report(root) != exact, "the write is not what the report depends on"
@@ -141,30 +141,30 @@ CLS = ClassRef("m", "C")
 
 
 def _recording(state, *args):
-    log = summaries.CallLog(oid0=Obj(CLS, {}).oid, tid0=tables.new(Const(0)).tid,
+    log = read_trace.CallLog(oid0=Obj(CLS, {}).oid, tid0=tables.new(Const(0)).tid,
                             heap0=state.heap)
     head = log.walk.one((list(args), {}))
-    summaries.OPEN.append(log)
+    read_trace.OPEN.append(log)
     return log, head
 
 
 def test_reads_agree_only_while_each_place_read_holds_what_it_held(monkeypatch):
-    monkeypatch.setattr(summaries, "OPEN", [])
+    monkeypatch.setattr(read_trace, "OPEN", [])
     inner = Obj(CLS, {"n": Const(1)})
     outer = Obj(CLS, {"inner": inner, "rows": Tensor(None, rows=tables.new(Const(0)))})
     state = State({})
     log, _ = _recording(state, outer)
-    summaries.read_attr(outer, "inner", state)
-    summaries.read_attr(inner, "n", state)
-    summaries.read_attr(outer, "rows", state)
-    summaries.read_rows(state, outer.attrs["rows"].rows)
-    summaries.read_attr(outer, "absent", state)
-    summaries.OPEN.clear()
+    read_trace.read_attr(outer, "inner", state)
+    read_trace.read_attr(inner, "n", state)
+    read_trace.read_attr(outer, "rows", state)
+    read_trace.read_rows(state, outer.attrs["rows"].rows)
+    read_trace.read_attr(outer, "absent", state)
+    read_trace.OPEN.clear()
     assert [item[0] for item in log.trace] == ["attr", "attr", "attr", "rows", "attr"]
     assert not log.dirty
 
     def agrees(*args, state=state):
-        head = summaries.Shallow()
+        head = read_trace.Shallow()
         head.one((list(args), {}))
         return summaries._reads_agree(log, head, state)
 
@@ -180,27 +180,27 @@ def test_reads_agree_only_while_each_place_read_holds_what_it_held(monkeypatch):
 
 
 def test_a_place_the_call_wrote_first_is_not_a_read(monkeypatch):
-    monkeypatch.setattr(summaries, "OPEN", [])
+    monkeypatch.setattr(read_trace, "OPEN", [])
     obj = Obj(CLS, {"x": Const(1)})
     state = State({})
     log, _ = _recording(state, obj)
-    summaries.write_attr(obj, "x", state)  # reads the old value (a weak write joins it)
+    read_trace.write_attr(obj, "x", state)  # reads the old value (a weak write joins it)
     obj.attrs["x"] = Const(2)
-    summaries.read_attr(obj, "x", state)  # the call's own value: not a read of the past
-    summaries.OPEN.clear()
+    read_trace.read_attr(obj, "x", state)  # the call's own value: not a read of the past
+    read_trace.OPEN.clear()
     assert log.trace == [("attr", 0, "x", ("Const",) + log.trace[0][3][1:])]
     assert list(log.written.values()) == [obj]
     made = Obj(CLS, {"y": Const(0)})  # made after the call began: never a read
-    summaries.OPEN.append(log)
-    summaries.read_attr(made, "y", state)
-    summaries.OPEN.clear()
+    read_trace.OPEN.append(log)
+    read_trace.read_attr(made, "y", state)
+    read_trace.OPEN.clear()
     assert len(log.trace) == 1 and not log.dirty
 
 
 def test_an_older_object_reached_through_no_read_keeps_the_call_unstored(monkeypatch):
-    monkeypatch.setattr(summaries, "OPEN", [])
+    monkeypatch.setattr(read_trace, "OPEN", [])
     stranger = Obj(CLS, {"x": Const(1)})
     log, _ = _recording(State({}), Obj(CLS, {}))
-    summaries.read_attr(stranger, "x", State({}))
-    summaries.OPEN.clear()
+    read_trace.read_attr(stranger, "x", State({}))
+    read_trace.OPEN.clear()
     assert log.dirty and not log.trace

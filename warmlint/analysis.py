@@ -15,7 +15,7 @@ from warmlint.config_leaves import (
 from warmlint.config_domains import Domains
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
-from warmlint.interp import Interp, Memo, summaries
+from warmlint.interp import Interp, Memo, read_trace
 from warmlint.interp.built import BuiltReuse
 from warmlint.interp.summaries import CallSummaries
 from warmlint.leaf_fork import Parallel, available
@@ -147,7 +147,7 @@ def _run_program(facts: Facts, program: Program) -> None:
     replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
     builds = BuiltReuse()  # objects the leaves build alike (interp/built.py)
     calls = CallSummaries()  # calls the leaves make alike (interp/summaries.py)
-    summaries.reset()
+    read_trace.reset()
 
     def run(driver):
         try:

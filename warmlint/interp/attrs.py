@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint.resolve import BUILTIN_NAMES, ClassRef, FuncRef
-from warmlint.interp import built, shims, summaries, tables
+from warmlint.interp import built, read_trace, shims, tables
 from warmlint.state import State
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, Module, Obj, OneOf, RowIndex, Seq, Super,
@@ -143,8 +143,8 @@ class AttrMixin:
         return Unknown(f"{getattr(value, 'hint', '')}.{name}", value.taint)
 
     def _obj_attr(self, obj: Obj, name: str, state: State) -> Value:
-        if summaries.OPEN:
-            summaries.read_attr(obj, name, state)
+        if read_trace.OPEN:
+            read_trace.read_attr(obj, name, state)
         if (obj.oid, name) in state.heap:
             return state.heap[(obj.oid, name)]
         if name in obj.attrs:
@@ -187,8 +187,8 @@ class AttrMixin:
         for obj in (target.options if isinstance(target, OneOf) else (target,)):
             if not isinstance(obj, Obj) or obj.request:
                 continue
-            if summaries.OPEN:  # (a write on a path replaces: still read, paths join by it)
-                (summaries.read_attr if obj.under_construction else summaries.write_attr)(
+            if read_trace.OPEN:  # (a write on a path replaces: still read, paths join by it)
+                (read_trace.read_attr if obj.under_construction else read_trace.write_attr)(
                     obj, name, state)
             if obj.under_construction:
                 state = state.evolve(heap={**state.heap, (obj.oid, name): value})
@@ -209,8 +209,8 @@ class AttrMixin:
             return state
         key = self.eval(target.slice[0].slice.value, state)[0][1]
         if isinstance(key, Const):
-            if summaries.OPEN:
-                summaries.taint("a dict written in place")
+            if read_trace.OPEN:
+                read_trace.taint("a dict written in place")
             try:
                 old = container.items.get(key.value)
                 container.items[key.value] = value if old is None else join(old, value)

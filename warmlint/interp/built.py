@@ -97,6 +97,7 @@ class _Attempt:
     consulted: int
     memo_keys: dict
     read_keys: frozenset
+    objects: list = None  # the arguments' objects and tables, once a copy is taken
 
 
 class BuiltReuse:
@@ -140,7 +141,7 @@ class BuiltReuse:
             try:
                 if not agrees(interp, built):
                     continue
-                args = objects(*attempt.args)
+                args = attempt.objects = objects(*attempt.args)
                 copied = copy_graph(built.snapshot,
                                     lambda v: args[v.n] if type(v) is Slot else None)
             except RecursionError:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import built, cached, shims, summaries
+from warmlint.interp import built, cached, read_trace, shims
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
@@ -102,7 +102,7 @@ class CallMixin:
         pinned = self.driver.assumptions.find_call(ref)
         if pinned is not None:  # an environment probe the settings decide (`has_flashinfer()`)
             self.driver.pins_read.add(pinned)
-            for log in summaries.OPEN:
+            for log in read_trace.OPEN:
                 log.pins.add(pinned)
             return [(state, Const(self.driver.assumptions.pinned[pinned]))]
         parsed = self.resolver.parsed(ref)
@@ -247,8 +247,8 @@ class CallMixin:
             attempt = builds.begin(self, ref, args, kwargs, state)
             reused = builds.lookup(self, attempt, state) if attempt is not None else None
             if reused is not None:
-                if summaries.OPEN:
-                    summaries.built_copied(args, kwargs)
+                if read_trace.OPEN:
+                    read_trace.built_copied(attempt.objects)
                 return reused
         results = None
         try:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import containers, dtypes, ints, summaries, tables
+from warmlint.interp import containers, dtypes, ints, read_trace, tables
 from warmlint.state import State, decide, eval_pred
 from warmlint.values import (
     Builtin, ClassVal, Const, Dict, External, Func, IntExpr, Obj, OneOf, Seq, Sym, Tensor,
@@ -83,7 +83,7 @@ def call_external(interp, fv: External, args, kwargs, state: State, node) -> lis
             return [(state, Func(args[0].ref, args[0].bound, compiled=True))]
         return [(state, Builtin("compile_decorator"))]
     if name in COPY_WITH_CHANGES and args and isinstance(args[0], Obj):
-        summaries.taint("an object copied whole")
+        read_trace.taint("an object copied whole")
         clone = Obj(args[0].cls, {**args[0].attrs, **kwargs}, label=args[0].label)
         return [(state, clone)]
     if name in ints.NEXT_POWER_OF_2 and len(args) == 1:
@@ -294,8 +294,8 @@ def _plain_builtin(interp, name, args, kwargs, state: State, taint) -> Value:
         return interp.get_attr(args[0], args[1].value, state)
     if name == "hasattr" and len(args) == 2 and isinstance(args[0], Obj) \
             and isinstance(args[1], Const) and isinstance(args[1].value, str):
-        if summaries.OPEN:
-            summaries.read_attr(args[0], args[1].value, state)
+        if read_trace.OPEN:
+            read_trace.read_attr(args[0], args[1].value, state)
         if args[1].value in args[0].attrs:
             return Const(True)
     if name in ("list", "tuple", "sorted", "set", "frozenset") and args:

@@ -3,7 +3,7 @@
 Why: every configuration leaf runs the warmups from the start, and most of what they do
 does not depend on the leaf: vLLM 0.34.0's v2 runner publishes its sampler's staged
 writes (``apply_staged_writes``) and adds the warmup's requests (``add_request``) the same
-way in nearly every leaf, a sixth of the serial analysis. ``built.py`` copies objects the
+way in nearly every leaf, and runs the same sampler calls in many. ``built.py`` copies objects the
 leaves *build* alike, keyed by everything their constructor could reach; a method call
 cannot be keyed that way (its receiver is the whole sampler state: digesting it costs as
 much as interpreting the call, docs/performance.md stop 39). So a call is keyed by what
@@ -21,150 +21,43 @@ it *read* (issue 16's summaries, measured in stop 40 by ``bench/reuse_readsets.p
 A later call with the same key whose reads all agree (each place read again, before the
 call, gives the same shallow value) would run the same statements on the same values, so
 it takes the stored result instead: each path's configs, path-heap entries and return
-value, the attributes it wrote on older objects (their final values), with its own objects
-copied fresh and older ones swapped for the caller's; and what the run would have left
-behind (outcomes taken, facts looked up, globals and cached values computed, config tests
-met, steps counted), as ``built.py`` replays it.
+value, the attributes it wrote on older objects (their final values), the sinks it reached
+(for the entry being interpreted now: ``WarmupPass.sink``), with its own objects copied
+fresh and older ones swapped for the caller's; and what the run would have left behind
+(outcomes taken, facts looked up, globals and cached values computed, config tests met,
+pinned probes read, steps counted), as ``built.py`` replays it.
 
-Not stored (``dirty`` or failing ``_summary``): a call that reached a sink, reported an
-error, recorded an entry, a step or a registration, took a config decision, read a lazily
-built runner attribute or local, read or wrote a dict in place, learned a fact or left
-the divergence state on a path, dropped a path-heap entry, or returns or writes an older
-object it never read. Only the warmup pass uses it, in the context ``built.py`` needs.
-``enabled`` is off only in tests, which run every fixture both ways and compare.
+Not stored (``dirty`` or failing ``_summary``): a call that reported an error, recorded an
+entry, a step or a registration, took a config decision, read a lazily built runner
+attribute or local, read or wrote a dict in place, learned a fact or left the divergence
+state on a path, dropped a path-heap entry, or returns, writes or passes to a sink an
+older object it never read. Only the warmup pass uses it (serving has its own call reuse,
+``reuse.py``), in ``built.py``'s context or inside a warmup's sampler call. ``enabled``
+is off only in tests, which run every fixture both ways and compare.
 In-process only: syntax nodes are compared by identity, so summaries do not outlive a run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
-from warmlint.interp import built, tables
-from warmlint.interp.value_digest import _IMMUTABLE, PLAIN, Slot, copy_graph
-from warmlint.values import _OBJ_IDS, Obj, Value
+from warmlint.interp import built, read_trace, tables
+from warmlint.interp.read_trace import (
+    MISSING, CallLog, Shallow, close, open_log, raw, read_attr, read_rows, write_attr,
+)
+from warmlint.interp.value_digest import PLAIN, Slot, copy_graph
+from warmlint.values import _OBJ_IDS, Obj
 
 CANDIDATE_STEPS = 100  # a function's call worth the bookkeeping
 MAX_STORED = 4  # per key
-OPEN: list = []  # the CallLogs of the calls being recorded, innermost last
-_MISSING = object()
 
 
-class Shallow:
-    """Values as a call read them: objects and tables numbered by first appearance (with
-    their class and flags, not their contents: those are read attribute by attribute)."""
-
-    def __init__(self):
-        self.seen: dict = {}  # id -> number
-        self.found: list = []  # objects and tables by number
-
-    def one(self, v):
-        if isinstance(v, PLAIN):
-            return v if type(v) is str else (type(v).__name__, repr(v))
-        if isinstance(v, _IMMUTABLE):  # taints, class and function refs: compared as such
-            return v
-        t = type(v)
-        if t is Obj or t is tables.Table:
-            n = self.seen.get(id(v))
-            if n is not None:
-                return ("ref", n)
-            self.seen[id(v)] = n = len(self.found)
-            self.found.append(v)
-            if t is tables.Table:
-                return ("table", n, self.one(v.initial))
-            return ("obj", n, v.cls, v.request, v.lazy, v.label, v.under_construction,
-                    v.taint)
-        if t is tuple or t is list:
-            return (t.__name__,) + tuple(self.one(x) for x in v)
-        if t is set or t is frozenset:
-            return ("set", tuple(sorted(map(repr, (self.one(x) for x in v)))))
-        if t is dict:
-            return ("dict",) + tuple((self.one(k), self.one(x)) for k, x in v.items())
-        if isinstance(v, Value):
-            return (t.__name__,) + tuple(self.one(x) for x in v.__dict__.values())
-        if v is _MISSING:
-            return ("missing",)
-        return ("id", id(v))  # syntax nodes, parsed functions, refs: equal only to themselves
-
-    def copy(self) -> "Shallow":
-        other = Shallow()
-        other.seen, other.found = dict(self.seen), list(self.found)
-        return other
-
-
-@dataclass
-class CallLog(built.ReadLog):
-    """What one call read (``built.ReadLog``'s fields, plus places of older objects)."""
-
-    walk: Shallow = field(default_factory=Shallow)
-    trace: list = field(default_factory=list)  # ("attr", n, name, value) | ("rows", n, value)
-    places: set = field(default_factory=set)  # (n, name) / n already in the trace
-    written: dict = field(default_factory=dict)  # (id(obj), name) -> obj it wrote in place
-    oid0: int = 0
-    tid0: int = 0
-    heap0: dict = field(default_factory=dict)  # the path heap at the call
-    pins: set = field(default_factory=set)  # pinned probes it called (ConfigDriver.pins_read)
-
-
-# -- the hooks: where the interpreter reads or writes an older object's place ---------------
-def _raw(state, obj: Obj, name: str):
-    got = state.heap.get((obj.oid, name), _MISSING)
-    return obj.attrs.get(name, _MISSING) if got is _MISSING else ("heap", got)
-
-
-def read_attr(obj: Obj, name: str, state) -> None:
-    """``obj.name`` read (attrs.py): its first read, for each call that did not write it."""
-    if obj.lazy or obj.request:
-        return  # lazy: such a read taints (lazy_root.py); request: a symbol of its name
-    for log in OPEN:
-        if obj.oid > log.oid0 or (id(obj), name) in log.written:
-            continue
-        key = (obj.oid, name)
-        held = state.heap.get(key, _MISSING)
-        if held is not _MISSING and held is not log.heap0.get(key, _MISSING):
-            continue  # the call's own write on this path
-        n = log.walk.seen.get(id(obj))
-        if n is None:  # reached through no read (a global's object): the log cannot name it
-            log.dirty = log.dirty or "an older object reached through no read"
-        elif (n, name) not in log.places:
-            log.places.add((n, name))
-            log.trace.append(("attr", n, name, log.walk.one(_raw(state, obj, name))))
-
-
-def write_attr(obj: Obj, name: str, state) -> None:
-    """``obj.name = ...`` on an object not being built: a weak write, which reads the
-    value there (attrs.py); the final value is the call's to replay."""
-    read_attr(obj, name, state)
-    for log in OPEN:
-        if obj.oid <= log.oid0:
-            log.written.setdefault((id(obj), name), obj)
-
-
-def read_rows(state, table) -> None:
-    """A per-request table's rows read (tables.element)."""
-    for log in OPEN:
-        if table.tid > log.tid0:
-            continue
-        held = state.heap.get(table.key, _MISSING)
-        if held is not _MISSING and held is not log.heap0.get(table.key, _MISSING):
-            continue
-        n = log.walk.seen.get(id(table))
-        if n is None:
-            log.dirty = log.dirty or "an older table reached through no read"
-        elif n not in log.places:
-            log.places.add(n)
-            log.trace.append(("rows", n, log.walk.one(held)))
-
-
-def taint(why: str) -> None:
-    for log in OPEN:
-        log.dirty = log.dirty or why
-
-
-# -- stored calls ------------------------------------------------------------------------
 @dataclass
 class Summary:
     reads: CallLog
-    snapshot: tuple  # ([(cfg, heap entries, value) per path], [(object, name, value)])
+    # ([(cfg, heap entries, value) per path], [(object, name, value)], [sink arguments])
+    snapshot: tuple
+    hits: list  # the warmup's sinks it recorded (their arguments in the snapshot)
     installs: dict  # (which memo, key) -> value computed inside
     consulted: list
     tested: frozenset
@@ -186,6 +79,23 @@ class _Attempt:
     consulted: int
     memo_keys: dict
     read_keys: frozenset
+    hits: int  # the warmup's sinks recorded before it
+    sinks: int  # interp.sinks_hit before it
+
+
+def _context(interp, state) -> bool:
+    """``built.plain_context``, inside a warmup's sampler call too: what a call does
+    there differs only by the entry its sinks are recorded for (``WarmupPass.sink``)."""
+    driver = interp.driver
+    return (interp.policy.name == "warmup" and not interp.in_module_scope
+            and not interp.registering and not driver.denied
+            and state.div is None and not state.shadows and not state.crossed)
+
+
+def _effects(interp) -> tuple:
+    """``built.effects`` but the sinks, which a summary replays."""
+    got = built.effects(interp)
+    return got[:1] + got[2:5] + got[6:]
 
 
 class CallSummaries:
@@ -215,7 +125,7 @@ class CallSummaries:
 
     def begin(self, interp, ref, args: list, kwargs: dict, state) -> _Attempt | None:
         if not (self.enabled and ref.dotted in self.costly
-                and self.failed.get(ref.dotted, 0) < 3 and built.plain_context(interp, state)):
+                and self.failed.get(ref.dotted, 0) < 3 and _context(interp, state)):
             return None
         policy, driver = interp.policy, interp.driver
         log = CallLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
@@ -228,14 +138,12 @@ class CallSummaries:
         key = (ref.dotted, stack, id(policy.current), head,
                repr(sorted(state.facts.items())), repr(sorted(state.cfg.items())),
                repr(state.pc), frozenset(driver.whole_run))
-        attempt = _Attempt(key, log, built.effects(interp), interp.steps, len(driver.trace),
+        attempt = _Attempt(key, log, _effects(interp), interp.steps, len(driver.trace),
                            frozenset(policy._tested), len(policy.config_tests),
                            len(driver.consulted),
                            {name: set(memo) for name, memo in built.memos(interp)},
-                           frozenset(interp.read_keys))
-        driver.read_logs.append(log)
-        OPEN.append(log)
-        tables.rows_read = read_rows
+                           frozenset(interp.read_keys), len(policy.hits), interp.sinks_hit)
+        open_log(interp, log)
         return attempt
 
     def lookup(self, interp, attempt: _Attempt, state) -> list | None:
@@ -251,7 +159,7 @@ class CallSummaries:
             except RecursionError:
                 continue
             self.hits += 1
-            _close(interp, attempt.log)
+            close(interp, attempt.log)
             return _replay(interp, summary, state, copied, found)
         return None
 
@@ -262,7 +170,7 @@ class CallSummaries:
             if steps >= CANDIDATE_STEPS:
                 self.costly.add(ref.dotted)
             return
-        _close(interp, attempt.log)
+        close(interp, attempt.log)
         try:
             summary = None if results is None else _summary(interp, attempt, state, results)
         except RecursionError:
@@ -276,48 +184,28 @@ class CallSummaries:
             kept.append(summary)
 
 
-def _close(interp, log: CallLog) -> None:
-    interp.driver.read_logs.remove(log)
-    OPEN.remove(log)
-    if not OPEN:
-        tables.rows_read = None
-
-
-def built_copied(args: list, kwargs: dict) -> None:
-    """A construction copied (built.py) read its arguments' whole graph, which the open
-    records cannot name read by read: a call that passed it an older object is not stored."""
-    found = built.objects(list(args), kwargs)
-    for log in OPEN:
-        if any((o.tid <= log.tid0) if type(o) is tables.Table else (o.oid <= log.oid0)
-               for o in found):
-            log.dirty = log.dirty or "a copied construction of older objects"
-
-
-def reset() -> None:
-    """No call is being recorded (a run's start: an earlier one may have stopped inside)."""
-    OPEN.clear()
-    tables.rows_read = None
-
-
 def _reads_agree(log: CallLog, head: Shallow, state) -> list | None:
     """The objects and tables the stored reads name, as they are before this call, when
     every read gives what it gave the stored call; else None."""
     walk = head.copy()
     for item in log.trace:
         if item[0] == "attr":
-            now = walk.one(_raw(state, walk.found[item[1]], item[2]))
+            now = walk.one(raw(state, walk.found[item[1]], item[2]))
             if now != item[3]:
                 return None
-        elif walk.one(state.heap.get(walk.found[item[1]].key, _MISSING)) != item[2]:
+        elif walk.one(state.heap.get(walk.found[item[1]].key, MISSING)) != item[2]:
             return None
     return walk.found
 
 
 def _summary(interp, attempt: _Attempt, state, results: list) -> Summary | None:
     log, driver = attempt.log, interp.driver
-    if log.dirty or not results or built.effects(interp) != attempt.before \
+    if log.dirty or not results or _effects(interp) != attempt.before \
             or len(driver.trace) != attempt.trace:
         return None
+    hits = interp.policy.hits[attempt.hits:]
+    if interp.sinks_hit - attempt.sinks != len(hits):
+        return None  # (a sink on a shadowed path: recorded twice)
     numbers = log.walk.seen
     by_oid = {o.oid: o for o in log.walk.found if type(o) is Obj}
     paths = []
@@ -327,7 +215,7 @@ def _summary(interp, attempt: _Attempt, state, results: list) -> Summary | None:
             return None
         heap = []
         for key, held in after.heap.items():
-            if state.heap.get(key, _MISSING) is held:
+            if state.heap.get(key, MISSING) is held:
                 continue
             if key[0] == "rows":
                 heap.append((key, held))
@@ -353,11 +241,11 @@ def _summary(interp, attempt: _Attempt, state, results: list) -> Summary | None:
         raise _Foreign
 
     try:
-        snapshot = copy_graph((paths, writes), keep)
+        snapshot = copy_graph((paths, writes, [h.args for h in hits]), keep)
     except _Foreign:
         return None
     policy = interp.policy
-    return Summary(log, snapshot, installs,
+    return Summary(log, snapshot, [replace(h, args={}, entry=None) for h in hits], installs,
                    list(driver.consulted.items())[attempt.consulted:],
                    frozenset(policy._tested) - attempt.tested,
                    policy.config_tests[attempt.tests:],
@@ -370,7 +258,7 @@ class _Foreign(Exception):
 
 
 def _replay(interp, summary: Summary, state, copied: tuple, found: list) -> list:
-    paths, writes = copied
+    paths, writes, hit_args = copied
     for item in summary.reads.trace:  # an enclosing call read what this one read
         if item[0] == "attr":
             read_attr(found[item[1]], item[2], state)
@@ -380,8 +268,11 @@ def _replay(interp, summary: Summary, state, copied: tuple, found: list) -> list
         write_attr(obj, name, state)
         obj.attrs[name] = value
     built.replay_reads(interp, summary)
+    for hit, args in zip(summary.hits, hit_args):  # the stack is the same (the key's)
+        interp.policy.sink(interp, state, replace(hit, args=args))
+    interp.sinks_hit += len(summary.hits)
     interp.driver.pins_read |= summary.reads.pins
-    for log in OPEN:
+    for log in read_trace.OPEN:
         log.pins |= summary.reads.pins
     out = []
     for cfg, heap, value in paths:

@@ -24,11 +24,15 @@ from dataclasses import dataclass
 
 from warmlint.interp.tables import Table, new as new_table
 from warmlint.resolve import ClassRef, FuncRef
+from warmlint.state import Divergence, SymFact
 from warmlint.values import Obj, Taint, Value
 
 PLAIN = (str, int, float, bool, bytes, type(None))
 _WALKED = (Value, Taint, ClassRef, FuncRef)  # dataclasses walked field by field
-_IMMUTABLE = (Taint, ClassRef, FuncRef)  # hold no value: shared by copies
+IMMUTABLE = (Taint, ClassRef, FuncRef)  # hold no value: shared by copies
+# warmlint's own records inside values (a Guarded option's facts): by content, as an id
+# of one that is gone could be another's
+RECORDS = (SymFact, Divergence)
 
 
 def digest(*values) -> tuple:
@@ -79,7 +83,7 @@ class _Walk:
             return ("dict", tuple((self.one(k), self.one(x)) for k, x in v.items()))
         if t is Obj or t is Table:
             return self._numbered(v)
-        if isinstance(v, _WALKED):
+        if isinstance(v, _WALKED) or t in RECORDS:
             return (t.__name__,) + self.many(v.__dict__.values())
         return ("id", t.__name__, id(v))
 
@@ -114,7 +118,7 @@ class _Copy:
         self.done: dict = {}  # id -> copy, for objects, tables, lists, dicts and values
 
     def one(self, v):
-        if isinstance(v, PLAIN) or isinstance(v, _IMMUTABLE):
+        if isinstance(v, PLAIN) or isinstance(v, IMMUTABLE):
             return v
         got = self.done.get(id(v))
         if got is not None:
