@@ -24,16 +24,16 @@ from warmlint.values import Const, Obj, Sym, Tensor
 SAMPLER = "vllm/v1/worker/gpu/sample/sampler.py"
 
 
-def _recorded(monkeypatch) -> list:
-    """The BuiltReuse of each runner analyzed from now on."""
+def _recorded(monkeypatch, cls=built.BuiltReuse) -> list:
+    """The ``cls`` (a ``built.Reuses``) of each runner analyzed from now on."""
     made: list = []
-    init = built.BuiltReuse.__init__
+    init = cls.__init__
 
     def recording(self):
         init(self)
         made.append(self)
 
-    monkeypatch.setattr(built.BuiltReuse, "__init__", recording)
+    monkeypatch.setattr(cls, "__init__", recording)
     return made
 
 

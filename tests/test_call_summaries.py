@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import pytest
 from conftest import VARIANTS, make_tree
-from test_built_reuse import SAMPLER, _v2, _warm_records
+from test_built_reuse import SAMPLER, _recorded, _v2, _warm_records
 
 from warmlint.check import analyze_tree
 from warmlint.interp import read_trace, summaries, tables
@@ -22,24 +22,11 @@ from warmlint.state import State
 from warmlint.values import Const, Obj, Tensor
 
 
-def _recorded(monkeypatch) -> list:
-    """The CallSummaries of each runner analyzed from now on."""
-    made: list = []
-    init = summaries.CallSummaries.__init__
-
-    def recording(self):
-        init(self)
-        made.append(self)
-
-    monkeypatch.setattr(summaries.CallSummaries, "__init__", recording)
-    return made
-
-
 @pytest.fixture
 def every_call(monkeypatch):
     """Try every call (not only costly ones); the CallSummaries of each runner."""
     monkeypatch.setattr(summaries, "CANDIDATE_STEPS", 1)
-    return _recorded(monkeypatch)
+    return _recorded(monkeypatch, summaries.CallSummaries)
 
 
 def _report(root, jobs=None) -> dict:
@@ -130,7 +117,7 @@ def test_a_release_reports_the_same_with_replayed_calls(monkeypatch):
     requests alike: replayed there, with the same report."""
     from conftest import release
 
-    made = _recorded(monkeypatch)
+    made = _recorded(monkeypatch, summaries.CallSummaries)
     replayed, exact = _both_ways(release("0.34.0"), monkeypatch)
     assert replayed == exact
     assert sum(s.hits for s in made) >= 20

@@ -100,19 +100,64 @@ class _Attempt:
     objects: list = None  # the arguments' objects and tables, once a copy is taken
 
 
-class BuiltReuse:
+class Reuses:
+    """What ``BuiltReuse`` and ``summaries.CallSummaries`` share: which classes or
+    functions (dotted) are worth the bookkeeping (one construction or call took many steps),
+    which could not be stored (tried three times at most), and the results kept per key."""
+
     enabled = True  # off only in tests, which check that it changes no result
 
     def __init__(self):
-        self.costly: set = set()  # classes (dotted) whose construction took many steps
-        self.failed: dict = {}  # class -> constructions that could not be stored
-        self.stored: dict = {}  # key -> [Built]
+        self.costly: set = set()
+        self.failed: dict = {}  # dotted -> results that could not be stored
+        self.stored: dict = {}  # key -> [result]
         self.hits = 0
+
+    def tries(self, ref) -> bool:
+        return self.enabled and ref.dotted in self.costly and self.failed.get(ref.dotted, 0) < 3
+
+    def untried(self, ref, steps: int, bar: int) -> None:
+        """A construction or call made without an attempt took ``steps``."""
+        if steps >= bar:
+            self.costly.add(ref.dotted)
+
+    def first(self, interp, key, take) -> tuple | None:
+        """The first result stored under ``key`` that ``take`` accepts (it returns what
+        replaying that result needs, or None), with what it returned."""
+        for made in self.stored.get(key, ()):
+            if interp.steps + made.steps > interp.settings.max_steps:
+                continue  # the run would stop inside it: run it
+            try:
+                got = take(made)
+            except RecursionError:
+                continue
+            if got is not None:
+                self.hits += 1
+                return made, got
+        return None
+
+    def keep(self, ref, key, make) -> None:
+        """Store what ``make()`` returns under ``key``, or count a result that could not be
+        stored (None, or a graph too deep to copy)."""
+        try:
+            made = make()
+        except RecursionError:
+            made = None
+        if made is None:
+            self.failed[ref.dotted] = self.failed.get(ref.dotted, 0) + 1
+            return
+        self.failed.pop(ref.dotted, None)
+        kept = self.stored.setdefault(key, [])
+        if len(kept) < MAX_STORED:
+            kept.append(made)
+
+
+class BuiltReuse(Reuses):
+    """Constructions, keyed by their whole input (``begin``)."""
 
     # -- around a construction -----------------------------------------------------------
     def begin(self, interp, ref, args: list, kwargs: dict, state) -> _Attempt | None:
-        if not (self.enabled and ref.dotted in self.costly
-                and self.failed.get(ref.dotted, 0) < 3 and plain_context(interp, state)):
+        if not (self.tries(ref) and plain_context(interp, state)):
             return None
         policy, driver = interp.policy, interp.driver
         stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
@@ -135,41 +180,27 @@ class BuiltReuse:
         return attempt
 
     def lookup(self, interp, attempt: _Attempt, state) -> list | None:
-        for built in self.stored.get(attempt.key, ()):
-            if interp.steps + built.steps > interp.settings.max_steps:
-                continue  # the run would stop inside it: run it
-            try:
-                if not agrees(interp, built):
-                    continue
-                args = attempt.objects = objects(*attempt.args)
-                copied = copy_graph(built.snapshot,
-                                    lambda v: args[v.n] if type(v) is Slot else None)
-            except RecursionError:
-                continue
-            self.hits += 1
-            interp.driver.read_logs.pop()  # the attempt's: nothing ran
-            return _replay(interp, attempt, built, state, copied)
-        return None
+        def take(built: Built):
+            if not agrees(interp, built):
+                return None
+            args = attempt.objects = objects(*attempt.args)
+            return copy_graph(built.snapshot, lambda v: args[v.n] if type(v) is Slot else None)
+
+        found = self.first(interp, attempt.key, take)
+        if found is None:
+            return None
+        interp.driver.read_logs.pop()  # the attempt's: nothing ran
+        return _replay(interp, attempt, found[0], state, found[1])
 
     def end(self, interp, ref, attempt: _Attempt | None, state, results: list | None,
             steps: int) -> None:
         """After a construction (``results`` None: it raised): learn its cost; store it."""
         if attempt is None:
-            if steps >= CANDIDATE_STEPS:
-                self.costly.add(ref.dotted)
+            self.untried(ref, steps, CANDIDATE_STEPS)
             return
         interp.driver.read_logs.pop()
-        try:
-            built = None if results is None else _storable(interp, attempt, state, results)
-        except RecursionError:
-            built = None
-        if built is None:
-            self.failed[ref.dotted] = self.failed.get(ref.dotted, 0) + 1
-            return
-        self.failed.pop(ref.dotted, None)
-        kept = self.stored.setdefault(attempt.key, [])
-        if len(kept) < MAX_STORED:
-            kept.append(built)
+        self.keep(ref, attempt.key,
+                  lambda: _storable(interp, attempt, state, results) if results else None)
 
 
 # -- what a construction depends on and leaves behind ----------------------------------------

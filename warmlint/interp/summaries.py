@@ -49,7 +49,6 @@ from warmlint.interp.value_digest import PLAIN, Slot, copy_graph
 from warmlint.values import _OBJ_IDS, Obj
 
 CANDIDATE_STEPS = 100  # a function's call worth the bookkeeping
-MAX_STORED = 4  # per key
 
 
 @dataclass
@@ -98,14 +97,8 @@ def _effects(interp) -> tuple:
     return got[:1] + got[2:5] + got[6:]
 
 
-class CallSummaries:
-    enabled = True  # off only in tests, which check that it changes no result
-
-    def __init__(self):
-        self.costly: set = set()  # functions (dotted) whose call took many steps
-        self.failed: dict = {}  # function -> calls that could not be stored
-        self.stored: dict = {}  # key -> [Summary]
-        self.hits = 0
+class CallSummaries(built.Reuses):
+    """Calls, keyed by what they read (``begin``, ``_reads_agree``)."""
 
     def run(self, interp, ref, args: list, kwargs: dict, state, body) -> list:
         """The call's paths: replayed from an alike earlier call, or ``body()`` run (and
@@ -124,8 +117,7 @@ class CallSummaries:
         return results
 
     def begin(self, interp, ref, args: list, kwargs: dict, state) -> _Attempt | None:
-        if not (self.enabled and ref.dotted in self.costly
-                and self.failed.get(ref.dotted, 0) < 3 and _context(interp, state)):
+        if not (self.tries(ref) and _context(interp, state)):
             return None
         policy, driver = interp.policy, interp.driver
         log = CallLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
@@ -147,41 +139,29 @@ class CallSummaries:
         return attempt
 
     def lookup(self, interp, attempt: _Attempt, state) -> list | None:
-        for summary in self.stored.get(attempt.key, ()):
-            if interp.steps + summary.steps > interp.settings.max_steps:
-                continue  # the run would stop inside it: run it
-            try:
-                found = _reads_agree(summary.reads, attempt.log.walk, state)
-                if found is None or not built.agrees(interp, summary):
-                    continue
-                copied = copy_graph(summary.snapshot,
-                                    lambda v: found[v.n] if type(v) is Slot else None)
-            except RecursionError:
-                continue
-            self.hits += 1
-            close(interp, attempt.log)
-            return _replay(interp, summary, state, copied, found)
-        return None
+        def take(summary: Summary):
+            found = _reads_agree(summary.reads, attempt.log.walk, state)
+            if found is None or not built.agrees(interp, summary):
+                return None
+            return found, copy_graph(summary.snapshot,
+                                     lambda v: found[v.n] if type(v) is Slot else None)
+
+        got = self.first(interp, attempt.key, take)
+        if got is None:
+            return None
+        close(interp, attempt.log)
+        summary, (found, copied) = got
+        return _replay(interp, summary, state, copied, found)
 
     def end(self, interp, ref, attempt: _Attempt | None, state, results: list | None,
             steps: int) -> None:
         """After a call (``results`` None: it raised): learn its cost; store it."""
         if attempt is None:
-            if steps >= CANDIDATE_STEPS:
-                self.costly.add(ref.dotted)
+            self.untried(ref, steps, CANDIDATE_STEPS)
             return
         close(interp, attempt.log)
-        try:
-            summary = None if results is None else _summary(interp, attempt, state, results)
-        except RecursionError:
-            summary = None
-        if summary is None:
-            self.failed[ref.dotted] = self.failed.get(ref.dotted, 0) + 1
-            return
-        self.failed.pop(ref.dotted, None)
-        kept = self.stored.setdefault(attempt.key, [])
-        if len(kept) < MAX_STORED:
-            kept.append(summary)
+        self.keep(ref, attempt.key,
+                  lambda: _summary(interp, attempt, state, results) if results else None)
 
 
 def _reads_agree(log: CallLog, head: Shallow, state) -> list | None:
