@@ -11,6 +11,7 @@ import resource
 import sys
 import textwrap
 
+import libcst as cst
 import pytest
 
 from test_interp import Recorder
@@ -22,9 +23,11 @@ from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp.core import Interp
 from warmlint.resolve import FuncRef, Resolver
+from warmlint.serving import ServingPass
 from warmlint.settings import Settings
 from warmlint.state import State
 from warmlint.values import Const, Func, Sym
+from warmlint.warmup import WarmupPass
 
 SOURCE = """
 import functools
@@ -145,6 +148,19 @@ def test_a_fresh_leaf_runs_a_cached_function_again(tmp_path):
     _call(first, "probe")
     _call(second, "probe")
     assert first.policy.frames.count("probe") == second.policy.frames.count("probe") == 1
+
+
+def test_a_cached_function_on_a_serving_warm_path_is_remembered(tmp_path):
+    """Serving's warm path runs a call through its own call reuse (``interp/reuse.py``),
+    which once overwrote the effects ``cached.store`` compares with: nothing was stored."""
+    interp = _interp(tmp_path)
+    serving = Interp(interp.resolver, interp.driver, ServingPass(WarmupPass()), interp.memo)
+    site = cst.parse_expression("probe()")
+    for _ in range(2):
+        results = serving.call_function(Func(FuncRef("pkg.mod", "probe")), [], {},
+                                        State({}), site)
+        assert _values(results) == ["2"]
+    assert [key[1] for key in serving.lazy_memo] == ["pkg.mod.probe"]
 
 
 def _seesaw(rounds: int) -> None:

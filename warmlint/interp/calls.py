@@ -130,11 +130,11 @@ class CallMixin:
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
                                        state, node)
         if reuse is not None and state.div is None:
-            before = len(self.policy.warm_hits)
+            hits0 = len(self.policy.warm_hits)  # (``before`` is the memo's: cached.store)
             reuse.begin_warm()
             results = self.run_body(frame, parsed.node.body, callee)
             reuse.end(node, ref, bound + list(args), kwargs, state, results, len(self.stack),
-                      self.policy.warm_hits[before:])
+                      self.policy.warm_hits[hits0:])
             results = _back_in(state, results)
         elif self.memo.calls is not None and self.policy.name == "warmup":  # summaries.py
             results = self.memo.calls.run(self, ref, bound + list(args), kwargs, state, lambda: (
