@@ -204,10 +204,13 @@ class BuiltReuse(Reuses):
 
 
 # -- what a construction depends on and leaves behind ----------------------------------------
-def plain_context(interp, state) -> bool:
+def plain_context(interp, state, in_entries: bool = False) -> bool:
+    """The warmup pass, outside module scope, registries, denied guards and divergences;
+    outside a warmup's sampler call unless ``in_entries`` (summaries.py: what a call does
+    there differs only by the entry its sinks are recorded for, ``WarmupPass.sink``)."""
     policy, driver = interp.policy, interp.driver
-    return (policy.name == "warmup" and policy.active is None and not interp.in_module_scope
-            and not interp.registering and not driver.denied
+    return (policy.name == "warmup" and (in_entries or policy.active is None)
+            and not interp.in_module_scope and not interp.registering and not driver.denied
             and state.div is None and not state.shadows and not state.crossed)
 
 
@@ -216,11 +219,14 @@ def memos(interp) -> list:
             ("lazy", interp.lazy_memo)]
 
 
-def effects(interp) -> tuple:
+def effects(interp, sinks: bool = True) -> tuple:
+    """What a construction or call may have done besides returning, counted; without the
+    sinks it reached where ``sinks`` is False (summaries.py replays them)."""
     policy, driver = interp.policy, interp.driver
-    return (len(interp.errors), interp.sinks_hit, driver.infeasible,
-            driver.truncated, len(driver.denied), len(policy.hits), len(policy.entries),
-            len(policy.registry), len(policy._steps), len(policy.stepped), interp.registering)
+    reached = (interp.sinks_hit, len(policy.hits)) if sinks else ()
+    return reached + (len(interp.errors), driver.infeasible, driver.truncated,
+                      len(driver.denied), len(policy.entries), len(policy.registry),
+                      len(policy._steps), len(policy.stepped), interp.registering)
 
 
 def note(interp, memo: str, key, present: bool, value=None) -> None:

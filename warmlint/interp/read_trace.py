@@ -135,7 +135,12 @@ def taint(why: str) -> None:
         log.dirty = log.dirty or why
 
 
-# -- stored calls ------------------------------------------------------------------------
+# -- opening and closing records -----------------------------------------------------------
+def open_log(interp, log: CallLog) -> None:
+    interp.driver.read_logs.append(log)  # built.py's hooks: facts, memos, outcomes
+    OPEN.append(log)
+    tables.rows_read = read_rows
+
 
 def close(interp, log: CallLog) -> None:
     interp.driver.read_logs.remove(log)
@@ -158,10 +163,3 @@ def reset() -> None:
     """No call is being recorded (a run's start: an earlier one may have stopped inside)."""
     OPEN.clear()
     tables.rows_read = None
-
-
-
-def open_log(interp, log: CallLog) -> None:
-    interp.driver.read_logs.append(log)  # built.py's hooks: facts, memos, outcomes
-    OPEN.append(log)
-    tables.rows_read = read_rows

@@ -3,10 +3,10 @@
 Why: every configuration leaf runs the warmups from the start, and most of what they do
 does not depend on the leaf: vLLM 0.34.0's v2 runner publishes its sampler's staged
 writes (``apply_staged_writes``) and adds the warmup's requests (``add_request``) the same
-way in nearly every leaf, and runs the same sampler calls in many. ``built.py`` copies objects the
-leaves *build* alike, keyed by everything their constructor could reach; a method call
-cannot be keyed that way (its receiver is the whole sampler state: digesting it costs as
-much as interpreting the call, docs/performance.md stop 39). So a call is keyed by what
+way in nearly every leaf, and runs the same sampler calls in many. ``built.py`` copies
+objects the leaves *build* alike, keyed by everything their constructor could reach; a
+method call cannot be keyed that way (its receiver is the whole sampler state: digesting
+it costs as much as interpreting the call, docs/performance.md stop 39). So a call is keyed by what
 it *read* (issue 16's summaries, measured in stop 40 by ``bench/reuse_readsets.py``):
 
 - the callee, the stack, the warmup, the path's facts, configs and pc (the key), and its
@@ -82,21 +82,6 @@ class _Attempt:
     sinks: int  # interp.sinks_hit before it
 
 
-def _context(interp, state) -> bool:
-    """``built.plain_context``, inside a warmup's sampler call too: what a call does
-    there differs only by the entry its sinks are recorded for (``WarmupPass.sink``)."""
-    driver = interp.driver
-    return (interp.policy.name == "warmup" and not interp.in_module_scope
-            and not interp.registering and not driver.denied
-            and state.div is None and not state.shadows and not state.crossed)
-
-
-def _effects(interp) -> tuple:
-    """``built.effects`` but the sinks, which a summary replays."""
-    got = built.effects(interp)
-    return got[:1] + got[2:5] + got[6:]
-
-
 class CallSummaries(built.Reuses):
     """Calls, keyed by what they read (``begin``, ``_reads_agree``)."""
 
@@ -117,7 +102,7 @@ class CallSummaries(built.Reuses):
         return results
 
     def begin(self, interp, ref, args: list, kwargs: dict, state) -> _Attempt | None:
-        if not (self.tries(ref) and _context(interp, state)):
+        if not (self.tries(ref) and built.plain_context(interp, state, in_entries=True)):
             return None
         policy, driver = interp.policy, interp.driver
         log = CallLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
@@ -130,8 +115,8 @@ class CallSummaries(built.Reuses):
         key = (ref.dotted, stack, id(policy.current), head,
                repr(sorted(state.facts.items())), repr(sorted(state.cfg.items())),
                repr(state.pc), frozenset(driver.whole_run))
-        attempt = _Attempt(key, log, _effects(interp), interp.steps, len(driver.trace),
-                           frozenset(policy._tested), len(policy.config_tests),
+        attempt = _Attempt(key, log, built.effects(interp, sinks=False), interp.steps,
+                           len(driver.trace), frozenset(policy._tested), len(policy.config_tests),
                            len(driver.consulted),
                            {name: set(memo) for name, memo in built.memos(interp)},
                            frozenset(interp.read_keys), len(policy.hits), interp.sinks_hit)
@@ -180,7 +165,7 @@ def _reads_agree(log: CallLog, head: Shallow, state) -> list | None:
 
 def _summary(interp, attempt: _Attempt, state, results: list) -> Summary | None:
     log, driver = attempt.log, interp.driver
-    if log.dirty or not results or _effects(interp) != attempt.before \
+    if log.dirty or not results or built.effects(interp, sinks=False) != attempt.before \
             or len(driver.trace) != attempt.trace:
         return None
     hits = interp.policy.hits[attempt.hits:]
