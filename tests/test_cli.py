@@ -90,6 +90,26 @@ def test_a_baseline_entry_outside_the_files_shown_is_not_stale(tmp_path):
                               "0 stale baseline entries")
 
 
+def test_a_given_file_the_analysis_never_reads_is_named_not_passed_over(tmp_path):
+    """No green check on code it did not look at: a file named on the command line that no
+    warmup or sampler reaches is said to be unread (stderr, JSON ``stats.not_read``); the
+    exit status stays the findings' of the files it did read."""
+    root = make_tree(tmp_path, "base")
+    (root / "vllm" / "unrelated.py").write_text("def helper(x):\n    return x + 1\n")
+    both = [str(root / "vllm" / "unrelated.py"), str(root / TOPK)]
+    proc = run_cli("check", "--no-cache", *SELECT, *both)
+    alone = run_cli("check", "--no-cache", *SELECT, str(root / TOPK))
+    assert proc.returncode == alone.returncode == 1 and proc.stdout == alone.stdout
+    notes = [x for x in proc.stderr.splitlines() if x.startswith("warmlint: note:")]
+    assert notes == ["warmlint: note: 1 given file not read by the analysis (no warmup or "
+                     "sampler it follows reaches it): vllm/unrelated.py"]
+    assert "note:" not in alone.stderr
+    js = run_cli("check", *SELECT, "--format", "json", *both, check_json=True).json  # cached
+    assert js["stats"]["not_read"] == ["vllm/unrelated.py"]
+    whole = run_cli("check", *SELECT, "--format", "json", str(root), check_json=True).json
+    assert whole["stats"]["not_read"] == [] and whole["stats"]["cache"] == "hit"
+
+
 # -- progress -------------------------------------------------------------------------------
 
 def _progress_lines(proc) -> list:

@@ -254,6 +254,35 @@ def test_an_unknown_setting_warns_once_and_changes_nothing(installed, monkeypatc
                         "or a comma list of request fields; vLLM left unchanged"]
 
 
+def test_a_field_no_fix_sets_warns_with_the_fields_that_do(installed, monkeypatch, caplog,
+                                                             tmp_path):
+    """A typo in the field list (``seeed``) is one warning naming the fields the fix does
+    set, on the run that analyzes and on a later one served from the cache."""
+    installed("base", True)
+    monkeypatch.setenv("WARMLINT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "seeed,max_num_logprobs")
+    caplog.set_level(logging.INFO, logger="warmlint.plugin")
+    module = importlib.import_module(plugin.TARGET_MODULE)
+    original = module.GPUModelRunner._dummy_sampler_run
+    for _ in range(2):  # analyzed, then the cached entry
+        monkeypatch.setattr(plugin, "_warned", set())
+        caplog.clear()
+        assert plugin.upgrade(module) is True  # the field it knows still ships
+        warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1, warnings
+        message = warnings[0]
+        assert message.startswith("warmlint plugin: WARMLINT_PLUGIN_FIX names request fields "
+                                  "no fix of this vLLM sets: seeed (fields its fix sets: ")
+        assert "max_num_logprobs" in message.split("sets: ")[-1]
+        module.GPUModelRunner._dummy_sampler_run = original
+    monkeypatch.setenv("WARMLINT_PLUGIN_FIX", "max_num_logprobs")  # no typo: no warning
+    monkeypatch.setattr(plugin, "_warned", set())
+    caplog.clear()
+    assert plugin.upgrade(module) is True
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    module.GPUModelRunner._dummy_sampler_run = original
+
+
 def test_a_field_list_ships_only_those_fields_and_is_cached_apart(installed):
     root = installed("base", True)
     only = plugin.fixed_dummy_sampler_run_source(root, choice=frozenset({"max_num_logprobs"}))

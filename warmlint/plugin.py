@@ -11,8 +11,8 @@ warmup ``fix`` leaves alone is left alone, with one log line.
 
 ``WARMLINT_PLUGIN_FIX`` limits what it ships: ``all`` (the default), ``seeded`` (only the
 seeded-path call, one round of rule WL001: what the plugin shipped before) or a comma
-list of request fields (``fix --field``). Any other value is logged once and leaves vLLM
-unchanged: a typo must not ship a fix nobody asked for.
+list of request fields (``fix --field``; one no fix sets is a warning). Any other value is
+logged once and leaves vLLM unchanged: a typo must not ship a fix nobody asked for.
 
 It never changes sampling results: only the start-up warmup changes, its output is
 discarded, and vLLM re-seeds its RNGs after warming up. Disable it with
@@ -58,9 +58,6 @@ TARGETS = {t.module: t for t in (
     Target("vllm.v1.worker.gpu.model_runner", frozenset({"seed"}), 4),  # v2 (0.24+)
 )}
 TARGET_MODULE = "vllm.v1.worker.gpu_model_runner"
-FIELDS = {"generators"}
-
-
 SETTING = "WARMLINT_PLUGIN_FIX"
 
 
@@ -171,6 +168,7 @@ def _cached(cache, key: str, root: Path, replace_name: str, target: Target, sett
     cached = cache.get_result(key, root)
     if isinstance(cached, dict) and cached.get("incomplete"):
         raise Incomplete(_summary(cached["incomplete"]))
+    _note_fields(cached)
     if isinstance(cached, dict) and cached.get("source", "") is None:
         return None
     if isinstance(cached, dict) and replace_name == _REPLACE:
@@ -187,21 +185,22 @@ def _generate(cache, key: str, root: Path, replace_name: str, target: Target, se
 
         source, deps, problems = seeded_fix(root, settings, target.module, target.fields,
                                             replace_name)
-        left_out = []
+        left_out, named = [], {}
     else:
         from warmlint.plugin_fix import whole_fix
 
         fields = None if choice == "all" else choice
-        source, deps, problems, left_out = whole_fix(root, settings, target.runner_file,
-                                                     target.module, fields, replace_name)
+        source, deps, problems, left_out, named = whole_fix(
+            root, settings, target.runner_file, target.module, fields, replace_name)
     inserted = None
     if source is not None and replace_name == _REPLACE and not problems:
         inserted = _inserted(source, root, target, settings)
         if not inserted:
             source, problems = None, ["the fix writes a statement the plugin's source check "
                                       "does not accept (docs/security.md)"]
-    cache.put_result(key, deps, {"source": source, "incomplete": problems,
-                                 "left_out": left_out})
+    entry = {"source": source, "incomplete": problems, "left_out": left_out, **named}
+    cache.put_result(key, deps, entry)
+    _note_fields(entry)
     if problems:
         raise Incomplete(_summary(problems))
     return None if source is None else _checked(source, inserted or [], left_out)
@@ -209,9 +208,9 @@ def _generate(cache, key: str, root: Path, replace_name: str, target: Target, se
 
 def _checked(source: str, inserted: list, left_out) -> Upgrade:
     """An Upgrade of a checked source, with what its inserted statements add."""
-    from warmlint.plugin_fix import describe
+    from warmlint.plugin_fix import cached_lines, describe
 
-    return Upgrade(source, _left_out(left_out), *describe(source, inserted), tuple(inserted))
+    return Upgrade(source, cached_lines(left_out), *describe(source, inserted), tuple(inserted))
 
 
 def _inserted(source, root: Path, target: Target, settings) -> list | None:
@@ -224,13 +223,17 @@ def _checks_out(source, root: Path, target: Target, settings) -> bool:
     return bool(_inserted(source, root, target, settings))
 
 
-def _left_out(items) -> tuple:
-    """What a (maybe forged) entry says was left out: short printable lines only."""
-    from warmlint.printable import printable
+_warned: set = set()  # warnings given once a process, however many runners are imported
 
-    if not isinstance(items, list):
-        return ()
-    return tuple(printable(str(i))[:200] for i in items[:10])
+
+def _note_fields(entry) -> None:
+    """A field list naming fields no fix sets: one warning, from the cache or not."""
+    from warmlint.plugin_fix import unknown_fields_message
+
+    message = unknown_fields_message(entry)
+    if message and message not in _warned:
+        _warned.add(message)
+        _logger().warning("warmlint plugin: %s", message)
 
 
 def _summary(problems) -> str:
@@ -238,9 +241,6 @@ def _summary(problems) -> str:
         return "incomplete analysis"
     more = f" and {len(problems) - 1} more" if len(problems) > 1 else ""
     return f"incomplete analysis: {problems[0]}{more}"
-
-
-_warned: set = set()
 
 
 def upgrade(module) -> bool:

@@ -31,7 +31,9 @@ _BLOCKS = (ast.stmt, ast.excepthandler, ast.match_case)
 
 def whole_fix(root: Path, settings, runner_file: str, module: str, fields,
               replace_name: str = REPLACE):
-    """(method source or None, the files it depends on, problems, what it left out).
+    """(method source or None, the files it depends on, problems, what it left out, and
+    for a field list ``{"unknown_fields", "known_fields"}``: the fields that drive no edit,
+    and those that do, as ``fix --field`` warns of them).
 
     ``root`` holds the ``vllm`` package (site-packages); only that package is analyzed,
     through a temporary directory linking to it (``compute_fixes`` walks its root)."""
@@ -47,6 +49,7 @@ def whole_fix(root: Path, settings, runner_file: str, module: str, fields,
             os.unlink(farm / package)
         shutil.rmtree(farm, ignore_errors=True)
     report = result.report
+    named = {"unknown_fields": result.unknown_fields, "known_fields": result.known_fields}
     deps = dict(report.deps)
     for fix in result.files:  # the final analysis read the fixed text: depend on the file's
         deps[fix.path] = hashlib.sha1(fix.old.encode("utf-8")).hexdigest()
@@ -54,17 +57,17 @@ def whole_fix(root: Path, settings, runner_file: str, module: str, fields,
     if not problems and f"{module}.{CLASS}.{METHOD}" not in report.stats["warmups"]:
         problems = [f"{CLASS}.{METHOD} not found as a warmup of the installed vLLM"]
     if problems:
-        return None, deps, problems, []
+        return None, deps, problems, [], named
     fixed = {fix.path: fix for fix in result.files}
     left_out = [f"{rel} ({_count(fix.applied)})" for rel, fix in fixed.items() if rel != runner_file]
     if not result.converged:
         left_out.append(f"fixable findings left after {result.rounds} rounds")
     if runner_file not in fixed:
-        return None, deps, [], left_out
+        return None, deps, [], left_out, named
     fix = fixed[runner_file]
     if _outside(fix.old) != _outside(fix.new):
         left_out.append(f"{runner_file}: edits outside {CLASS}.{METHOD}")
-    return plugin_method(fix.old, fix.new, replace_name), deps, [], left_out
+    return plugin_method(fix.old, fix.new, replace_name), deps, [], left_out, named
 
 
 def _count(applied: list) -> str:
@@ -266,3 +269,29 @@ def _unparse(stmts: list) -> str:
 def _some(names: list, most: int = 6) -> str:
     more = f" and {len(names) - most} more" if len(names) > most else ""
     return ", ".join(names[:most]) + more
+
+
+# -- what a cache entry says, as the plugin logs it (a forged entry prints nothing odd) ----
+def cached_lines(items) -> tuple:
+    """What a (maybe forged) entry says was left out: short printable lines only."""
+    from warmlint.printable import printable
+
+    if not isinstance(items, list):
+        return ()
+    return tuple(printable(str(i))[:200] for i in items[:10])
+
+
+def unknown_fields_message(entry) -> str | None:
+    """For a field list that names request fields no fix of this vLLM sets (a typo:
+    ``seeed``): one line naming them and the fields the fix does set; else None."""
+    def names(items) -> list:
+        ok = isinstance(items, list) and all(isinstance(i, str) and i.isidentifier()
+                                             for i in items)
+        return sorted(items)[:20] if ok else []
+
+    unknown = names(entry.get("unknown_fields")) if isinstance(entry, dict) else []
+    if not unknown:
+        return None
+    known = ", ".join(names(entry.get("known_fields"))) or "none"
+    return (f"WARMLINT_PLUGIN_FIX names request fields no fix of this vLLM sets: "
+            f"{', '.join(unknown)} (fields its fix sets: {known})")
