@@ -52,3 +52,20 @@ def test_read_traces_check_themselves_and_an_unchanged_copy_reuses(tmp_path):
     assert after.stdout.startswith("copy: after base,")
     (_, total2), (every2, _) = _shares(after.stdout)
     assert 0 < every2 <= total2
+
+
+def test_carry_over_checks_its_findings_and_kept_summaries_replay(tmp_path):
+    """bench/carry_over.py: a second run with the first run's parses, then also its
+    summaries, kept; every measured run's findings equal the first run's (exit 0), and
+    keeping the summaries replays at least as much as the first run did."""
+    root = make_tree(tmp_path)
+    proc = subprocess.run([sys.executable, str(REPO / "bench" / "carry_over.py"), str(root)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert re.match(r"base: [1-9]\d* findings, [1-9]\d* configuration leaves", lines[0])
+    rows = {m.group(1).strip(): int(m.group(2).replace(",", "")) for m in (
+        re.match(r"\s+(first run|parses kept|summaries kept)\s+total .* replays\s+([\d,]+)"
+                 r"\s+findings: same$", line) for line in lines[1:]) if m}
+    assert set(rows) == {"first run", "parses kept", "summaries kept"}, proc.stdout
+    assert rows["summaries kept"] >= rows["first run"]

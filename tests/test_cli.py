@@ -108,6 +108,10 @@ def test_a_given_file_the_analysis_never_reads_is_named_not_passed_over(tmp_path
     assert js["stats"]["not_read"] == ["vllm/unrelated.py"]
     whole = run_cli("check", *SELECT, "--format", "json", str(root), check_json=True).json
     assert whole["stats"]["not_read"] == [] and whole["stats"]["cache"] == "hit"
+    runner = "vllm/v1/worker/gpu_model_runner.py"  # where fix inserts its warmup calls
+    fixed = run_cli("fix", "--diff", str(root / "vllm" / "unrelated.py"), str(root / runner))
+    assert fixed.returncode == 1 and "+++ b/" + runner in fixed.stdout  # fix says so too
+    assert notes[0] in fixed.stderr.splitlines()
 
 
 # -- progress -------------------------------------------------------------------------------

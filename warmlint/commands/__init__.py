@@ -73,6 +73,28 @@ def add_incomplete_option(parser: argparse.ArgumentParser) -> None:
                              "without a warmup; default: such a result exits 2)")
 
 
+def not_read(report, only: set | None) -> list:
+    """The files named on the command line that the analysis never read: nothing in them
+    is reached from a warmup or a sampler it follows, so they hold no finding, and a
+    user who meant them to be checked should hear that they were not looked at."""
+    read = set(report.files)
+    return sorted(p for p in only or () if not p.endswith("/") and p not in read)
+
+
+def note_not_read(paths: list, show) -> None:
+    """One stderr line naming (three of) ``not_read``'s files; nothing if none."""
+    if paths:
+        from warmlint.printable import printable
+
+        one = len(paths) == 1
+        named = ", ".join((show or str)(p) for p in paths[:3])
+        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        sys.stderr.write(printable(
+            f"warmlint: note: {'1 given file' if one else f'{len(paths)} given files'} not "
+            f"read by the analysis (no warmup or sampler it follows reaches "
+            f"{'it' if one else 'them'}): {named}{more}") + "\n")
+
+
 def warn_settings(report) -> None:
     """One stderr line per setting that changed nothing (``setting_warnings``)."""
     from warmlint.printable import printable

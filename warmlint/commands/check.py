@@ -6,8 +6,8 @@ import sys
 from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_jobs_option, add_tree_options,
-                               downloaded, incomplete_exit, jobs, overrides, progress, target,
-                               warn_settings, write_stdout)
+                               downloaded, incomplete_exit, jobs, not_read, note_not_read,
+                               overrides, progress, target, warn_settings, write_stdout)
 from warmlint.settings_file import UsageError, display_path, load_settings
 
 
@@ -63,7 +63,7 @@ def run(args) -> int:
         report.findings, n = baseline.filter_new(report.findings, known)
         report.stats.update(baselined=n, baseline_stale=stale)
     _only(report, only)
-    report.stats["not_read"] = _not_read(report, only)
+    report.stats["not_read"] = not_read(report, only)
     output = render(report, args.format, root_display=show)
     if args.output:
         from warmlint.files import write_file
@@ -78,31 +78,11 @@ def run(args) -> int:
     if args.format == "text":  # the other formats carry the errors themselves
         sys.stderr.write(render_errors(report, root_display=show))
     warn_settings(report)
-    _note_not_read(report.stats["not_read"], show)
+    note_not_read(report.stats["not_read"], show)
     sys.stderr.write(summary(report) + "\n")
     if incomplete_exit(report, args):
         return 2
     return 1 if report.findings and not args.exit_zero else 0
-
-
-def _not_read(report, only: set | None) -> list:
-    """The files named on the command line that the analysis never read: nothing in them
-    is reached from a warmup or a sampler it follows, so they hold no finding, and a
-    user who meant them to be checked should hear that they were not looked at."""
-    read = set(report.files)
-    return sorted(p for p in only or () if not p.endswith("/") and p not in read)
-
-
-def _note_not_read(paths: list, show) -> None:
-    if paths:
-        from warmlint.printable import printable
-
-        named = ", ".join((show or str)(p) for p in paths[:3])
-        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
-        sys.stderr.write(printable(
-            f"warmlint: note: {_count(len(paths), 'given file')} not read by the analysis "
-            f"(no warmup or sampler it follows reaches {'it' if len(paths) == 1 else 'them'}): "
-            f"{named}{more}") + "\n")
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:

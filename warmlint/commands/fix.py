@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from warmlint.commands import (add_incomplete_option, add_jobs_option, add_tree_options,
-                               downloaded, incomplete_exit, jobs, overrides, progress, target,
-                               warn_settings, write_stdout)
+                               downloaded, incomplete_exit, jobs, not_read, note_not_read,
+                               overrides, progress, target, warn_settings, write_stdout)
 from warmlint.settings_file import UsageError, display_path, load_settings
 from warmlint.printable import printable
 
@@ -54,6 +54,7 @@ def run(args) -> int:
     for rel, reason in result.skipped:
         sys.stderr.write(printable(f"{show(rel)}: skipped: {reason}") + "\n")
     warn_settings(result.report)
+    note_not_read(not_read(result.report, only), show)
     for name in result.unknown_fields:
         known = ", ".join(result.known_fields) or "none"
         sys.stderr.write(printable(f"warmlint: warning: --field {name!r} drives no edit of "
