@@ -51,6 +51,16 @@ def apply_edit(root: Path, edit: dict) -> None:
     path.write_text(text)
 
 
+def load_tool(name: str):
+    """``tools/NAME.py`` as a module (the tools are scripts, not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def make_tree(tmp_path: Path, variant: str = "base") -> Path:
     root = tmp_path / variant
     shutil.copytree(FIXTURES / "minivllm", root)

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
-from conftest import REPO, make_tree
+from conftest import REPO, load_tool, make_tree
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("compare_reports",
-                                                  REPO / "tools" / "compare_reports.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("compare_reports")
 
 
 def test_the_same_engine_gives_the_same_report_and_each_side_imports_its_own(tmp_path):

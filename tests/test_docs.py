@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 
 import pytest
 
-from conftest import REPO, run_cli
+from conftest import REPO, load_tool, run_cli
 from warmlint.rules import load
 
 RULES = load()
 
 
 def _render_docs():
-    spec = importlib.util.spec_from_file_location("render_docs", REPO / "tools" / "render_docs.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("render_docs")
 
 
 def test_rules_md_is_up_to_date():

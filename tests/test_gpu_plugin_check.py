@@ -11,7 +11,6 @@ replacing the cache as it does on the GPU machine.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import os
 import shutil
@@ -20,7 +19,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, make_tree
+from conftest import REPO, load_tool, make_tree
 
 REAL = REPO / "docs" / "gpu" / "plugin-check-real-0.26.0.json"
 REHEARSAL = REPO / "tests" / "data" / "plugin_rehearsal"
@@ -28,11 +27,7 @@ RUNNERS = {"vllm.v1.worker.gpu.model_runner", "vllm.v1.worker.gpu_model_runner"}
 
 
 def _tool():
-    spec = importlib.util.spec_from_file_location("gpu_plugin_check",
-                                                  REPO / "tools" / "gpu_plugin_check.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("gpu_plugin_check")
 
 
 def test_the_real_vllm_runs_are_as_expected():
