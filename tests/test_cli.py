@@ -108,6 +108,12 @@ def test_a_given_file_the_analysis_never_reads_is_named_not_passed_over(tmp_path
     assert js["stats"]["not_read"] == ["vllm/unrelated.py"]
     whole = run_cli("check", *SELECT, "--format", "json", str(root), check_json=True).json
     assert whole["stats"]["not_read"] == [] and whole["stats"]["cache"] == "hit"
+    config = tmp_path / "exclude.toml"  # a file the settings leave out is said to be so
+    config.write_text('[tool.warmlint]\nexclude = ["vllm/unrelated.py"]\n')
+    left_out = run_cli("check", "--no-cache", *SELECT, "--config", str(config), *both)
+    assert [x for x in left_out.stderr.splitlines() if x.startswith("warmlint: note:")] == [
+        "warmlint: note: 1 given file not read by the analysis (the exclude setting leaves "
+        "it out): vllm/unrelated.py"]
     runner = "vllm/v1/worker/gpu_model_runner.py"  # where fix inserts its warmup calls
     fixed = run_cli("fix", "--diff", str(root / "vllm" / "unrelated.py"), str(root / runner))
     assert fixed.returncode == 1 and "+++ b/" + runner in fixed.stdout  # fix says so too

@@ -81,18 +81,25 @@ def not_read(report, only: set | None) -> list:
     return sorted(p for p in only or () if not p.endswith("/") and p not in read)
 
 
-def note_not_read(paths: list, show) -> None:
-    """One stderr line naming (three of) ``not_read``'s files; nothing if none."""
-    if paths:
-        from warmlint.printable import printable
+def note_not_read(paths: list, show, exclude: tuple = ()) -> None:
+    """One stderr line naming (three of) ``not_read``'s files, and one for those the
+    ``exclude`` setting leaves out; nothing if none."""
+    from fnmatch import fnmatch
 
-        one = len(paths) == 1
-        named = ", ".join((show or str)(p) for p in paths[:3])
-        more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
-        sys.stderr.write(printable(
-            f"warmlint: note: {'1 given file' if one else f'{len(paths)} given files'} not "
-            f"read by the analysis (no warmup or sampler it follows reaches "
-            f"{'it' if one else 'them'}): {named}{more}") + "\n")
+    from warmlint.printable import printable
+
+    excluded = [p for p in paths if any(fnmatch(p, pat) for pat in exclude)]
+    unreached = [p for p in paths if p not in excluded]
+    for group, why in ((unreached, "no warmup or sampler it follows reaches {}"),
+                       (excluded, "the exclude setting leaves {} out")):
+        if group:
+            one = len(group) == 1
+            named = ", ".join((show or str)(p) for p in group[:3])
+            more = f" and {len(group) - 3} more" if len(group) > 3 else ""
+            sys.stderr.write(printable(
+                f"warmlint: note: {'1 given file' if one else f'{len(group)} given files'} "
+                f"not read by the analysis ({why.format('it' if one else 'them')}): "
+                f"{named}{more}") + "\n")
 
 
 def warn_settings(report) -> None:

@@ -78,7 +78,7 @@ def run(args) -> int:
     if args.format == "text":  # the other formats carry the errors themselves
         sys.stderr.write(render_errors(report, root_display=show))
     warn_settings(report)
-    note_not_read(report.stats["not_read"], show)
+    note_not_read(report.stats["not_read"], show, settings.exclude)
     sys.stderr.write(summary(report) + "\n")
     if incomplete_exit(report, args):
         return 2

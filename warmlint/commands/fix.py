@@ -54,7 +54,7 @@ def run(args) -> int:
     for rel, reason in result.skipped:
         sys.stderr.write(printable(f"{show(rel)}: skipped: {reason}") + "\n")
     warn_settings(result.report)
-    note_not_read(not_read(result.report, only), show)
+    note_not_read(not_read(result.report, only), show, settings.exclude)
     for name in result.unknown_fields:
         known = ", ".join(result.known_fields) or "none"
         sys.stderr.write(printable(f"warmlint: warning: --field {name!r} drives no edit of "
