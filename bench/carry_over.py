@@ -103,15 +103,11 @@ class Kept:
 
 
 def findings(facts, settings) -> list:
-    from warmlint.facts import Facts as RuleFacts
-    from warmlint.rules import load
+    """The run's findings as ``check`` reports them (JSON, sorted)."""
+    from warmlint.check import run_rules
 
-    rule_facts = RuleFacts(facts)
-    out = []
-    for rule in load():
-        if rule.kind == "analysis" and settings.rule_enabled(rule.code):
-            out += [json.dumps(f.to_json(), sort_keys=True) for f in rule.check(rule_facts)]
-    return sorted(out)
+    return sorted(json.dumps(f.to_json(), sort_keys=True)
+                  for found in run_rules(facts, settings)[1].values() for f in found)
 
 
 def one_run(meter: Meter, tree, settings) -> dict:

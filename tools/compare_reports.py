@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import subprocess
 import sys
@@ -36,7 +37,7 @@ def report(source: Path, tree: Path, extra: list, scratch: Path, name: str) -> d
     out = scratch / f"{name}.json"
     proc = subprocess.run([sys.executable, "-c", RUN, "check", "--no-cache", "-q", "--exit-zero",
                            "--format", "json", "-o", str(out), *extra, str(tree)],
-                          cwd=scratch, env={**_env(), "PYTHONPATH": str(source)},
+                          cwd=scratch, env={**os.environ, "PYTHONPATH": str(source)},
                           capture_output=True, text=True)
     imported = next((line.split(" ", 1)[1] for line in proc.stderr.splitlines()
                      if line.startswith("imported ")), "")
@@ -47,12 +48,6 @@ def report(source: Path, tree: Path, extra: list, scratch: Path, name: str) -> d
         raise SystemExit(f"compare_reports: {name} failed ({proc.returncode}): "
                          f"{proc.stderr.strip()[-300:]}")
     return json.loads(out.read_text())
-
-
-def _env() -> dict:
-    import os
-
-    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
 
 
 def normalized(old: dict, new: dict) -> tuple[dict, dict]:

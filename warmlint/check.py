@@ -74,22 +74,13 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     from warmlint.analysis import analyze, pins_outside, unread_pins
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
-    from warmlint.rules import load
-
-    from warmlint.facts import Facts as RuleFacts
 
     tree = SourceTree(root, cache, tuple(settings.exclude), packages, settings.max_file_size,
                       overlay)
-    produced: dict = {}  # code -> findings in the order the rule produced them (fixes)
     with Ticker(f"analyzing {root}", lambda: f"{len(tree.files_read)} files read", progress):
         facts = analyze(tree, settings, jobs)
         pending = digests.start(tree, jobs)  # on another core while the rules run
-        rule_facts = RuleFacts(facts)
-        for rule in load():
-            if rule.kind == "analysis" and settings.rule_enabled(rule.code):
-                produced[rule.code] = list(rule.check(rule_facts))
-                for finding in produced[rule.code]:
-                    finding.fix = rule.fix_status(finding, rule_facts)
+        rule_facts, produced = run_rules(facts, settings)
         digests.finish(tree, pending)
     findings: list[Finding] = [f for found in produced.values() for f in found]
     findings.sort(key=sort_key)
@@ -157,6 +148,22 @@ def store_report(root: Path, settings: Settings, cache: SummaryCache, report: Re
     cache.put_result(_key(root), deps, payload, report.codes,
                      shift.anchors(payload, report.sources), report.units, words)
     report.stats["cache"] = "miss"
+
+
+def run_rules(facts, settings: Settings) -> tuple:
+    """(the rules' view of ``facts``, code -> the findings each enabled analysis rule
+    produced, in its own order, each with its fix status): what ``fix`` orders by."""
+    from warmlint.facts import Facts as RuleFacts
+    from warmlint.rules import load
+
+    rule_facts = RuleFacts(facts)
+    produced: dict = {}
+    for rule in load():
+        if rule.kind == "analysis" and settings.rule_enabled(rule.code):
+            produced[rule.code] = list(rule.check(rule_facts))
+            for finding in produced[rule.code]:
+                finding.fix = rule.fix_status(finding, rule_facts)
+    return rule_facts, produced
 
 
 def run_check(root: Path, settings: Settings, *, use_cache: bool = True,

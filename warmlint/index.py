@@ -57,6 +57,13 @@ def code_digest(source: bytes, rel_path: str) -> str | None:
         return None
 
 
+def excluded(rel: str, patterns) -> bool:
+    """Whether the ``exclude`` setting's ``patterns`` leave the file ``rel`` out."""
+    from fnmatch import fnmatch
+
+    return any(fnmatch(rel, pat) for pat in patterns)
+
+
 class SourceTree:
     """A directory holding top-level packages (the directory that holds ``vllm/``)."""
 
@@ -122,7 +129,7 @@ class SourceTree:
                     continue
                 stem = fname[:-3]
                 rel = "/".join(parts + [fname])
-                if self._excluded(rel):
+                if excluded(rel, self.exclude):
                     continue
                 if stem == "__init__":
                     if parts:
@@ -130,11 +137,6 @@ class SourceTree:
                 elif stem.isidentifier():
                     found[".".join(parts + [stem])] = (rel, False)
         return found
-
-    def _excluded(self, rel: str) -> bool:
-        from fnmatch import fnmatch
-
-        return any(fnmatch(rel, pat) for pat in self.exclude)
 
     def module_for_path(self, rel: str) -> str | None:
         for name, (path, _) in self.modules.items():

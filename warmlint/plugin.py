@@ -226,14 +226,17 @@ def _checks_out(source, root: Path, target: Target, settings) -> bool:
 _warned: set = set()  # warnings given once a process, however many runners are imported
 
 
+def _warn_once(message: str | None) -> None:
+    if message and message not in _warned:
+        _warned.add(message)
+        _logger().warning("warmlint plugin: %s", message)
+
+
 def _note_fields(entry) -> None:
     """A field list naming fields no fix sets: one warning, from the cache or not."""
     from warmlint.plugin_fix import unknown_fields_message
 
-    message = unknown_fields_message(entry)
-    if message and message not in _warned:
-        _warned.add(message)
-        _logger().warning("warmlint plugin: %s", message)
+    _warn_once(unknown_fields_message(entry))
 
 
 def _summary(problems) -> str:
@@ -252,9 +255,7 @@ def upgrade(module) -> bool:
     try:
         choice = fix_choice()
     except BadSetting as exc:
-        if str(exc) not in _warned:  # one warning, however many runners are imported
-            _warned.add(str(exc))
-            _logger().warning("warmlint plugin: %s; vLLM left unchanged", exc)
+        _warn_once(f"{exc}; vLLM left unchanged")
         return False
     try:
         return _upgrade(module, TARGETS.get(name, TARGETS[TARGET_MODULE]), choice)

@@ -84,14 +84,13 @@ def not_read(report, only: set | None) -> list:
 def note_not_read(paths: list, show, exclude: tuple = ()) -> None:
     """One stderr line naming (three of) ``not_read``'s files, and one for those the
     ``exclude`` setting leaves out; nothing if none."""
-    from fnmatch import fnmatch
-
+    from warmlint.index import excluded
     from warmlint.printable import printable
 
-    excluded = [p for p in paths if any(fnmatch(p, pat) for pat in exclude)]
-    unreached = [p for p in paths if p not in excluded]
+    left_out = [p for p in paths if excluded(p, exclude)]
+    unreached = [p for p in paths if p not in left_out]
     for group, why in ((unreached, "no warmup or sampler it follows reaches {}"),
-                       (excluded, "the exclude setting leaves {} out")):
+                       (left_out, "the exclude setting leaves {} out")):
         if group:
             one = len(group) == 1
             named = ", ".join((show or str)(p) for p in group[:3])
