@@ -17,6 +17,7 @@ from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo, read_trace
 from warmlint.interp.built import BuiltReuse
+from warmlint.interp.cold_share import SharedColdCalls
 from warmlint.interp.summaries import CallSummaries
 from warmlint.leaf_fork import Parallel, available
 from warmlint.program_fork import side_by_side
@@ -147,6 +148,7 @@ def _run_program(facts: Facts, program: Program) -> None:
     replays: dict = {}  # warmup fingerprint -> (serving pass, atoms serving consulted)
     builds = BuiltReuse()  # objects the leaves build alike (interp/built.py)
     calls = CallSummaries()  # calls the leaves make alike (interp/summaries.py)
+    cold = SharedColdCalls()  # serving's cold calls alike (interp/cold_share.py)
     read_trace.reset()
 
     def run(driver):
@@ -157,7 +159,7 @@ def _run_program(facts: Facts, program: Program) -> None:
 
     def _leaf(driver):
         warm = WarmupPass()
-        memo = Memo(builds=builds, calls=calls)
+        memo = Memo(builds=builds, calls=calls, cold=cold)
         winterp = Interp(resolver, driver, warm, memo)
         driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)

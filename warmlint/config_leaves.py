@@ -181,6 +181,8 @@ class ConfigDriver:
         ``where``: "warmup", "serving" or "constructor", the frame consulting it.
         """
         self.consulted.setdefault(sym.key, where)
+        for log in self.read_logs:
+            log.consulted.setdefault(sym.key, where)
         fact = self._fact(sym, path)
         known = eval_pred(fact, op, const)
         if known is not None:
@@ -226,8 +228,9 @@ class ConfigDriver:
             return bool(self.facts[key].truthy)
         if len(self.trace) >= MAX_DECISIONS:
             return None
-        self.consulted.setdefault(obj.key, where)
-        self.consulted.setdefault(attr.key, where)
+        for consulted in [self.consulted] + [log.consulted for log in self.read_logs]:
+            consulted.setdefault(obj.key, where)
+            consulted.setdefault(attr.key, where)
         outcome = self._next(key, f"{obj.label} and {attr.label}", "truthy", None, where)
         self.facts[key] = SymFact(truthy=outcome, none=False if outcome else None)
         if outcome:

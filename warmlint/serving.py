@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import libcst as cst
 
-from warmlint.interp import BudgetExceeded, Interp, PassPolicy, SinkHit
+from warmlint.interp import BudgetExceeded, Interp, PassPolicy, SinkHit, cold_share, read_trace
 from warmlint.interp.frames import outcome_id
 from warmlint.interp.reuse import same_call
 from warmlint.joins import merge_states
@@ -57,6 +57,8 @@ class ServingPass(PassPolicy):
             st, outcome = res.state, outcome_id(res, multi)
             if any(lit.kind == "request" for lit in res.literals):
                 warm = self.warm.warm_outcomes(key, st.cfg)
+                if read_trace.OPEN:
+                    cold_share.asked(key, st.cfg, warm)
                 unwarmed = warm is None or outcome not in warm
                 inputs = frozenset().union(*(lit.inputs for lit in res.literals)) \
                     if unwarmed else frozenset()
@@ -77,7 +79,10 @@ class ServingPass(PassPolicy):
     def registered_call(self, interp, dotted: str) -> bool:
         # Registered with vLLM's JIT-warmup registry: it compiles its own variants at
         # start-up, so what it launches is warm whatever the request.
-        return dotted in self.warm.registry
+        registered = dotted in self.warm.registry
+        if read_trace.OPEN:
+            cold_share.asked(dotted, None, registered)
+        return registered
 
     def sink(self, interp, state, hit: SinkHit) -> None:
         if self.filling:
@@ -92,6 +97,9 @@ class ServingPass(PassPolicy):
         return got[1] if got else []
 
     def config_test(self, interp, node, pred, context) -> None:
+        if read_trace.OPEN:  # as WarmupPass.config_test records it, for a replay
+            cold_share.tested(id(node), (context, interp.site(node, interp.code(node)),
+                                         pred.sym.key, pred.const))
         self.warm.config_test(interp, node, pred, context)
 
     def registered(self, interp, target, state) -> None:

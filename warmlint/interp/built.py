@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from warmlint.interp import tables
 from warmlint.interp.value_digest import (
-    PLAIN, Slot, copy_graph, digest, digest_in_heap, objects,
+    PLAIN, Slot, copy_graph, digest_in_heap, memo_digest, objects,
 )
 from warmlint.values import _OBJ_IDS
 
@@ -51,6 +51,7 @@ class ReadLog:
     # computed inside (what it became is in Built.installs)
     memos: dict = field(default_factory=dict)
     taken: list = field(default_factory=list)  # (key, outcome, cfg) the warmup took
+    consulted: dict = field(default_factory=dict)  # config key -> where, at each consult
     dirty: str = ""  # why it cannot be stored
 
     def merge_into(self, other: "ReadLog") -> None:
@@ -61,6 +62,8 @@ class ReadLog:
         for k, v in self.memos.items():
             other.memos.setdefault(k, v)
         other.taken += self.taken
+        for k, v in self.consulted.items():
+            other.consulted.setdefault(k, v)
         other.dirty = other.dirty or self.dirty
 
 
@@ -235,7 +238,7 @@ def note(interp, memo: str, key, present: bool, value=None) -> None:
     for log in interp.driver.read_logs:
         if (memo, key) not in log.memos:
             if seen is _MISSING:  # digested once, whatever the number of open logs
-                seen = ("pre", digest(value)) if present else None
+                seen = ("pre", memo_digest(value)) if present else None
             log.memos[(memo, key)] = seen
 
 
@@ -313,20 +316,29 @@ def agrees(interp, built: Built) -> bool:
             _outcome(driver, built.first + i) != d.outcome
             for i, d in enumerate(built.decisions))):
         return False
-    if any(repr(driver.peek(sym)) != seen for sym, seen in built.reads.facts.values()):
+    if not reads_agree(interp, built.reads, built.installs):
         return False
-    memos_now = dict(memos(interp))
-    for (name, key), seen in built.reads.memos.items():
-        now = memos_now[name].get(key, _MISSING)
-        if seen is not None:
-            if now is _MISSING or digest(now) != seen[1]:
-                return False
-        elif now is not _MISSING:
-            made = built.installs.get((name, key), _MISSING)
-            if made is _MISSING or digest(now) != digest(made):
-                return False
     known = built.tested & interp.policy._tested
     return not known or known == built.tested  # config tests: all new, or all met before
+
+
+def reads_agree(interp, reads: ReadLog, installs: dict) -> bool:
+    """The config facts and memo entries ``reads`` looked up are as they were (an entry
+    made inside as ``installs`` made it)."""
+    driver = interp.driver
+    if any(repr(driver.peek(sym)) != seen for sym, seen in reads.facts.values()):
+        return False
+    memos_now = dict(memos(interp))
+    for (name, key), seen in reads.memos.items():
+        now = memos_now[name].get(key, _MISSING)
+        if seen is not None:
+            if now is _MISSING or memo_digest(now) != seen[1]:
+                return False
+        elif now is not _MISSING:
+            made = installs.get((name, key), _MISSING)
+            if made is _MISSING or memo_digest(now) != memo_digest(made):
+                return False
+    return True
 
 
 def _outcome(driver, k: int) -> bool | None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import built, cached, read_trace, shims
+from warmlint.interp import built, cached, cold_share, read_trace, shims
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
@@ -125,10 +125,15 @@ class CallMixin:
         if reuse is not None and state.div is not None:
             found = reuse.lookup(node, ref, bound + list(args), kwargs, state)
             if found is not None:
+                if read_trace.OPEN:  # its reads are unknown
+                    read_trace.taint("a warm call reused")
                 return self._reused(state, *found)
             if not state.heap:  # an object under construction: its bindings are path state
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
                                        state, node)
+            if self.memo.cold is not None:  # plain data: the heap is not the callee's
+                return self._call_shared(reuse, ref, frame, callee, bound + list(args),
+                                         kwargs, state, node)
         if reuse is not None and state.div is None:
             hits0 = len(self.policy.warm_hits)  # (``before`` is the memo's: cached.store)
             reuse.begin_warm()
@@ -158,13 +163,18 @@ class CallMixin:
         depth = len(self.stack)
         again = reuse.cold_lookup(node, ref, args, kwargs, state, depth)
         if again is not None:
+            if read_trace.OPEN:  # its reads, for the cold calls being recorded
+                cold_share.reused_cold(again)
             return self._reused(state, *replay_cold(again, state))
-        before = len(self.policy.hits_of(state))
-        reuse.begin_cold()
-        results = _back_in(state, self.run_body(frame, frame.fn.node.body, callee))
-        reuse.end_cold(node, ref, args, kwargs, state, depth, results,
-                       self.policy.hits_of(state)[before:])
-        return results
+        return self._call_shared(reuse, ref, frame, callee, args, kwargs, state, node)
+
+    def _call_shared(self, reuse, ref, frame, callee: State, args, kwargs, state: State,
+                     node) -> list:
+        """A cold call replayed from a record (cold_share.py), or run (and recorded)."""
+        def run():
+            return _back_in(state, self.run_body(frame, frame.fn.node.body, callee))
+
+        return cold_share.call(self, reuse, node, ref, args, kwargs, state, run)
 
     def call_lambda(self, fv: Lambda, args, kwargs, state: State) -> list:
         module = fv.frame_fn.module if fv.frame_fn else self.frame.module

@@ -33,6 +33,7 @@ class Memo:
     module_exprs: dict = field(default_factory=dict)
     builds: object = None  # interp/built.py
     calls: object = None  # interp/summaries.py
+    cold: object = None  # interp/cold_share.py
 
 
 @dataclass

@@ -52,6 +52,7 @@ class ColdCall:
     div_tests: set  # inputs of unwarmed outcomes met: kept if they share the divergence's
     results: list  # (State, Value) as the callee returned them
     hits: list  # SinkHit recorded inside the callee, with the stacks they had
+    record: object = None  # its cold_share.Record, when it has one
 
 
 class CallReuse:
@@ -138,13 +139,17 @@ class CallReuse:
             self.calls.setdefault((id(site), callee), []).append(entry)
 
     def end_cold(self, site, callee, args, kwargs, state: State, depth: int, results: list,
-                 hits: list) -> None:
+                 hits: list, keep: bool = True) -> ColdCall:
+        """The call made; kept for later cold calls of this leaf unless ``keep`` is False
+        (a call on the path heap: ``replay_cold`` takes the heap it returned)."""
         reads, div_tests = self.reads.pop(), self.div_tests.pop()
         self.warm_tests.pop()
         self.note(reads)
-        self.cold.setdefault((id(site), callee), []).append(ColdCall(
-            list(args), dict(kwargs), state.facts, state.cfg, state.pc, state.div.inputs,
-            depth, reads, div_tests, results, hits))
+        call = ColdCall(list(args), dict(kwargs), state.facts, state.cfg, state.pc,
+                        state.div.inputs, depth, reads, div_tests, results, hits)
+        if keep:
+            self.cold.setdefault((id(site), callee), []).append(call)
+        return call
 
 
 def replay_cold(call: ColdCall, state: State) -> tuple[list, list]:

@@ -25,7 +25,11 @@ from dataclasses import dataclass
 from warmlint.interp.tables import Table, new as new_table
 from warmlint.resolve import ClassRef, FuncRef
 from warmlint.state import Divergence, SymFact
-from warmlint.values import Obj, Taint, Value
+from warmlint.values import (
+    Builtin, ClassVal, Const, External, Func, Module, Obj, Seq, Sym, Taint, Value,
+)
+
+_FROZEN_TYPES = (Sym, External, Module, ClassVal)
 
 PLAIN = (str, int, float, bool, bytes, type(None))
 _WALKED = (Value, Taint, ClassRef, FuncRef)  # dataclasses walked field by field
@@ -38,6 +42,32 @@ RECORDS = (SymFact, Divergence)
 def digest(*values) -> tuple:
     """The digest of ``values`` taken together (objects they share count once)."""
     return _Walk().many(values)
+
+
+_FROZEN: dict = {}  # id -> (value, digest): values that never change, digested once
+
+
+def memo_digest(value) -> tuple:
+    """``digest(value)`` for a module global or cached value, kept with the value when
+    nothing in it can change (only dicts and objects are written in place): a module's
+    table of 200 floats is read by every call recorded."""
+    got = _FROZEN.get(id(value))
+    if got is not None and got[0] is value:
+        return got[1]
+    made = digest(value)
+    if _frozen(value):
+        _FROZEN[id(value)] = (value, made)
+    return made
+
+
+def _frozen(v) -> bool:
+    t = type(v)
+    if t is Seq:
+        return all(map(_frozen, v.items)) if v.items is not None else (
+            (v.elem is None or _frozen(v.elem)) and (v.size is None or _frozen(v.size)))
+    if t is Func or t is Builtin:
+        return v.bound is None
+    return t in _FROZEN_TYPES or isinstance(v, Const)
 
 
 def digest_in_heap(values: tuple, heap: dict) -> tuple:
