@@ -125,8 +125,8 @@ class CallMixin:
         if reuse is not None and state.div is not None:
             found = reuse.lookup(node, ref, bound + list(args), kwargs, state)
             if found is not None:
-                if read_trace.OPEN:  # its reads are unknown
-                    read_trace.taint("a warm call reused")
+                if read_trace.OPEN:  # its reads, for the cold calls being recorded
+                    cold_share.reused_warm(self, reuse.found)
                 return self._reused(state, *found)
             if not state.heap:  # an object under construction: its bindings are path state
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
@@ -135,12 +135,9 @@ class CallMixin:
                 return self._call_shared(reuse, ref, frame, callee, bound + list(args),
                                          kwargs, state, node)
         if reuse is not None and state.div is None:
-            hits0 = len(self.policy.warm_hits)  # (``before`` is the memo's: cached.store)
-            reuse.begin_warm()
-            results = self.run_body(frame, parsed.node.body, callee)
-            reuse.end(node, ref, bound + list(args), kwargs, state, results, len(self.stack),
-                      self.policy.warm_hits[hits0:])
-            results = _back_in(state, results)
+            results = _back_in(state, cold_share.warm_call(
+                self, reuse, node, ref, bound + list(args), kwargs, state,
+                lambda: self.run_body(frame, parsed.node.body, callee)))
         elif self.memo.calls is not None and self.policy.name == "warmup":  # summaries.py
             results = self.memo.calls.run(self, ref, bound + list(args), kwargs, state, lambda: (
                 _back_in(state, self.run_body(frame, parsed.node.body, callee))))

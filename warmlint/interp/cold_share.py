@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from warmlint.interp import built, read_trace, tables
 from warmlint.interp.read_trace import CallLog
 from warmlint.interp.reuse import _agree, _rebase
+from warmlint.interp.value_digest import memo_digest
 from warmlint.values import (
     _OBJ_IDS, Builtin, ClassVal, Const, External, Func, Guarded, IntExpr, Module, Obj, OneOf,
     RowIndex, Seq, Sym, Tensor, Unknown,
@@ -294,6 +295,56 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list
     if attempt is not None:
         shared.end(interp, attempt, made, state, results)
     return results
+
+
+def warm_call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list:
+    """A call on a warm serving path, ``run()``; recorded (``WarmCall.log``) where its
+    arguments are plain data, so that a cold call reusing it can be recorded too."""
+    log = None
+    if interp.memo.cold is not None and interp.memo.cold.enabled \
+            and all(map(plain, args)) and all(map(plain, kwargs.values())):
+        log = ColdLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+        read_trace.open_log(interp, log)
+    hits0 = len(interp.policy.warm_hits)  # (``before`` is the memo's: cached.store)
+    reuse.begin_warm()
+    try:
+        results = run()
+    finally:
+        if log is not None:
+            read_trace.close(interp, log)
+    made = reuse.end(site, ref, args, kwargs, state, results, len(interp.stack),
+                     interp.policy.warm_hits[hits0:])
+    if made is not None and log is not None and not (log.dirty or log.trace or log.written):
+        made.log = log
+    return results
+
+
+def reused_warm(interp, call) -> None:
+    """A warm call reused on a cold path inside calls being recorded: they read what it
+    read, as the leaf holds it now (it ran before them); one without a log read what is
+    not known."""
+    log = call.log
+    if log is None:
+        read_trace.taint("a warm call reused without a record")
+        return
+    driver, memos_now = interp.driver, dict(built.memos(interp))
+    for other in read_trace.OPEN:
+        for key, (sym, _) in log.facts.items():
+            if key not in other.facts:
+                other.facts[key] = (sym, repr(driver.peek(sym)))
+        for name, key in log.memos:
+            if (name, key) not in other.memos:
+                now = memos_now[name].get(key, _MISSING)
+                other.memos[(name, key)] = None if now is _MISSING \
+                    else ("pre", memo_digest(now))
+        for key, where in log.consulted.items():
+            other.consulted.setdefault(key, where)
+        other.asked += log.asked
+        other.tests += log.tests
+        other.pins |= log.pins
+
+
+_MISSING = object()
 
 
 def reused_cold(call) -> None:

@@ -37,6 +37,7 @@ class WarmCall:
     tests: set  # inputs of the unwarmed outcomes its warm paths met (frozensets)
     depth: int  # the stack's at the call: hit stacks keep the callee's own frames
     hits: list  # SinkHit recorded inside the callee on its warm paths
+    log: object = None  # what it read, when cold_share.warm_call could record it
 
 
 @dataclass
@@ -64,6 +65,7 @@ class CallReuse:
         self.reads: list = []  # one set per call being interpreted
         self.div_tests: list = []  # one set per cold call being interpreted
         self.warm_tests: list = []  # one set per warm call being interpreted
+        self.found: WarmCall | None = None  # the warm call ``lookup`` last gave
 
     def note(self, keys: set) -> None:
         for reads in self.reads:
@@ -79,6 +81,7 @@ class CallReuse:
                     and _agree(call.facts, state.facts, call.reads)
                     and not any(t & state.div.inputs for t in call.tests)):
                 self.note(call.reads)
+                self.found = call
                 paths = [(state.evolve(facts={**state.facts, **learned}) if learned else state,
                           value) for learned, value in call.returned]
                 return paths, [replace(hit, facts=_rebase(hit.facts, call, state),
@@ -123,7 +126,7 @@ class CallReuse:
             tests.add(inputs)
 
     def end(self, site, callee, args, kwargs, state: State, results: list, depth: int,
-            hits: list) -> None:
+            hits: list) -> WarmCall | None:
         reads, tests = self.reads.pop(), self.warm_tests.pop()
         self.note(reads)
         groups: dict = {}  # facts learned -> (those facts, [values])
@@ -137,6 +140,8 @@ class CallReuse:
                              [(learned, join_all(values)) for learned, values in groups.values()],
                              tests, depth, hits)
             self.calls.setdefault((id(site), callee), []).append(entry)
+            return entry
+        return None
 
     def end_cold(self, site, callee, args, kwargs, state: State, depth: int, results: list,
                  hits: list, keep: bool = True) -> ColdCall:
