@@ -153,7 +153,7 @@ def test_reads_agree_only_while_each_place_read_holds_what_it_held(monkeypatch):
     def agrees(*args, state=state):
         head = read_trace.Shallow()
         head.one((list(args), {}))
-        return summaries._reads_agree(log, head, state)
+        return summaries.trace_agrees(log, head, state)
 
     assert agrees(outer) == [outer, inner, outer.attrs["rows"].rows]
     inner.attrs["n"] = Const(2)

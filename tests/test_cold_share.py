@@ -19,7 +19,7 @@ from warmlint.interp import built, cold_share, read_trace, tables
 from warmlint.interp.reuse import CallReuse
 from warmlint.resolve import ClassRef
 from warmlint.settings import Settings
-from warmlint.values import CLEAN, Const, Obj, OneOf, Seq, Sym, Taint, Tensor, Unknown
+from warmlint.values import Const, Obj, OneOf, Seq, Sym, Taint, Tensor, Unknown
 
 
 def _report(root, jobs=None, settings=None) -> dict:
@@ -78,9 +78,9 @@ def test_what_a_leaf_decides_under_a_call_keys_its_record(monkeypatch, dropped):
     exact = _report(root)
     if dropped == "warmup answers":
         check = lambda interp, rec: built.reads_agree(interp, rec.log, rec.installs)  # noqa: E731
+        monkeypatch.setattr(cold_share, "_leaf_agrees", check)
     else:
-        check = lambda interp, rec: True  # noqa: E731
-    monkeypatch.setattr(cold_share, "_leaf_agrees", check)
+        monkeypatch.setattr(cold_share, "_leaf_agrees", lambda interp, rec: True)
     assert _report(root) != exact
 
 
@@ -101,15 +101,20 @@ def test_plain_data_is_what_no_leaf_holds_apart():
     assert not cold_share.plain(Seq((Const(1), Obj(CLS, {}))))
 
 
-def test_alike_compares_field_by_field_taints_included():
-    a = Obj(CLS, {}, request=True, label="Req")
-    b = Obj(CLS, {}, request=True, label="Req")
-    assert a.oid != b.oid and cold_share.alike(a, b)
-    assert not cold_share.alike(a, Obj(CLS, {}, request=True, label="Other"))
+def test_arguments_key_a_record_as_read_trace_sees_them():
+    """Records are keyed by their arguments shallow (``read_trace.Shallow``): objects by
+    number, class and flags; an open request also by what it holds (its fields are
+    symbols, never traced); tensors and symbols field by field, taints included."""
+    def head(*args):
+        return read_trace.Shallow().one((list(args), {}))
+
+    a, b = Obj(CLS, {}, request=True, label="Req"), Obj(CLS, {}, request=True, label="Req")
+    assert a.oid != b.oid and head(a) == head(b)
+    assert head(a, a) != head(a, b)  # the same object twice, or two
+    assert head(a) != head(Obj(CLS, {"k": Const(1)}, request=True, label="Req"))
     t = Tensor(Sym("b", "request", "b"), dtype="float32")
-    assert cold_share.alike(t, Tensor(Sym("b", "request", "b"), dtype="float32"))
-    assert not cold_share.alike(t, Tensor(Sym("b", "request", "b"), dtype="int32"))
-    assert not cold_share.alike(t, t.with_taint(REQ))
-    assert cold_share.alike(Const(1), Const(1)) and not cold_share.alike(Const(1), Const(True))
-    assert not cold_share.alike(Unknown("x"), Unknown("y"))
-    assert CLEAN.empty
+    assert head(t) == head(Tensor(Sym("b", "request", "b"), dtype="float32"))
+    assert head(t) != head(Tensor(Sym("b", "request", "b"), dtype="int32"))
+    assert head(t) != head(t.with_taint(REQ))
+    assert head(Const(1)) != head(Const(True))
+    assert head(Unknown("x")) != head(Unknown("y"))

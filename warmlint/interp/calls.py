@@ -161,7 +161,7 @@ class CallMixin:
         again = reuse.cold_lookup(node, ref, args, kwargs, state, depth)
         if again is not None:
             if read_trace.OPEN:  # its reads, for the cold calls being recorded
-                cold_share.reused_cold(again)
+                cold_share.reused_cold(again, state)
             return self._reused(state, *replay_cold(again, state))
         return self._call_shared(reuse, ref, frame, callee, args, kwargs, state, node)
 

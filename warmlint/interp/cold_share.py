@@ -1,31 +1,34 @@
-"""Cold calls the leaves make alike: a serving call past a divergence, on plain data, is
-replayed from an earlier call's record (this leaf's or an earlier leaf's).
+"""Cold calls the leaves make alike: a serving call past a divergence is replayed from an
+earlier call's record (this leaf's or an earlier leaf's), keyed by what it read.
 
 Why: every configuration leaf replays serving, and past a divergence a replay calls the
-same helpers with the same tensors in leaf after leaf: vLLM 0.33.0's v1 leaves call
-``apply_sampling_constraints``, ``rejection_sample``, ``apply_top_k_top_p`` alike in its
-nine speculative leaves; such calls were ~45% of its serving steps (docs/performance.md
+same helpers on the same values in leaf after leaf: vLLM 0.33.0's nine speculative leaves
+call ``apply_sampling_constraints``, ``rejection_sample``, ``apply_top_k_top_p`` alike;
+0.34.0's leaves ``compute_topk_scores`` and ``Sampler._sample_random`` (docs/performance.md
 stop 44). ``reuse.py`` shares cold calls within one leaf's replay, by identity and only
-off the path heap; this shares them across leaves, by what the call read.
+off the path heap; this shares them across leaves, as ``summaries.py`` shares warmup calls.
 
-A call is tried when its arguments are plain data (``plain``: constants, symbols, tensors
-that name no per-request table, functions, classes, modules, open request objects with no
-attributes of their own). A later call matches a record when, besides ``reuse.cold_lookup``'s
-conditions (call site, callee, depth, configs, pc, the facts the callee read, and how each
-unwarmed outcome it met relates to the divergence), the stack, crossed outcomes and
-arguments (``alike``: field by field, taints included) agree, and so does everything a
-leaf can change under it: the config facts it looked up, the module globals, module-level
-expressions and cached calls it read (``built.ReadLog``), and the warmup's answer to each
-question it asked (the outcomes taken at a branch under a config; a registration).
+The key: call site, callee, stack, whole-run set, and the arguments shallow
+(``read_trace.Shallow``: objects and tables by number, class and flags; an open request
+with what it holds). A record is taken when, besides ``reuse.cold_lookup``'s conditions
+(depth, configs, pc, how each unwarmed outcome it met relates to the divergence), the
+path's facts, crossed outcomes and the leaf's denied guards are the same, every place of
+an older object it read holds what it held (``summaries.trace_agrees``), and what a leaf
+decides under the call agrees: the config facts it looked up, the module globals,
+module-level expressions and cached calls it read (``built.ReadLog``), and the warmup's
+answer to each question it asked (the outcomes taken at a branch under a config; a
+registration).
 
-Not stored: a call that read an older object (only a global can reach one: read_trace
-marks the record dirty), reused a warm call or a cold call that has no record of its own
-(their reads are unknown), made a whole-run decision, reported an error, changed the path
-heap, or returned an object or a table, or passed one to a sink. Replayed: its paths (the
-facts it learned, on the caller's) and its sinks for the caller's divergence (as
-``reuse.replay_cold``), and what running it leaves behind: facts looked up, config atoms
-consulted, config tests met, globals and cached values computed, pinned probes read,
-branch reads, call-reuse reads, steps. ``enabled`` is off only in tests, which compare.
+Not stored: a call that reached an older object through no read (a global's), wrote one,
+reused a warm call or a cold call that has no record of its own (their reads are
+unknown; ``warm_call`` records warm calls on plain data for this), made a whole-run
+decision, reported an error, or set an object's attribute on the path heap. Replayed:
+its paths (the facts it learned on the caller's; per-request rows it wrote), its sinks
+for the caller's divergence, its own objects and tables copied fresh and the arguments'
+swapped for the caller's (``value_digest.copy_graph``), and what running it leaves
+behind: reads for the enclosing records, facts looked up, config atoms consulted,
+config tests met, globals and cached values computed, pinned probes, branch reads,
+call-reuse reads, steps. ``enabled`` is off only in tests, which compare.
 """
 
 from __future__ import annotations
@@ -35,8 +38,9 @@ from dataclasses import dataclass, field, replace
 
 from warmlint.interp import built, read_trace, tables
 from warmlint.interp.read_trace import CallLog
-from warmlint.interp.reuse import _agree, _rebase
-from warmlint.interp.value_digest import memo_digest
+from warmlint.interp.reuse import _rebase
+from warmlint.interp.summaries import trace_agrees
+from warmlint.interp.value_digest import Slot, copy_graph, memo_digest
 from warmlint.values import (
     _OBJ_IDS, Builtin, ClassVal, Const, External, Func, Guarded, IntExpr, Module, Obj, OneOf,
     RowIndex, Seq, Sym, Tensor, Unknown,
@@ -69,71 +73,17 @@ def _plain_opt(v) -> bool:
 _PLAIN = (Sym, IntExpr, RowIndex, ClassVal, Module, External, Unknown)
 
 
-def guard_keys(values) -> set:
-    """The facts a Guarded argument is narrowed by (``guards.narrow``) on a path."""
-    return {key for v in values if type(v) is Guarded for guard in v.guards for key, _ in guard}
-
-
-def alike(x, y) -> bool:
-    """Two plain values the callee cannot tell apart."""
-    if x is y:
-        return True
-    t = type(x)
-    if t is not type(y) or x.taint != y.taint:
-        return False
-    if isinstance(x, Const):
-        return type(x.value) is type(y.value) and x.value == y.value
-    if t is Sym:
-        return (x.key, x.kind, x.label, x.is_int) == (y.key, y.kind, y.label, y.is_int)
-    if t is Tensor:
-        return x.dtype == y.dtype and _alike_opt(x.batch, y.batch) \
-            and _alike_opt(x.cols, y.cols)
-    if t is IntExpr:
-        return x.ops == y.ops and alike(x.base, y.base)
-    if t is Func:
-        return x.ref == y.ref and x.compiled == y.compiled and _alike_opt(x.bound, y.bound)
-    if t is Builtin:
-        return x.name == y.name and _alike_opt(x.bound, y.bound)
-    if t is Seq:
-        return (x.kind == y.kind and x.empty == y.empty and _alike_opt(x.elem, y.elem)
-                and _alike_opt(x.size, y.size) and (x.items is None) == (y.items is None)
-                and (x.items is None or (len(x.items) == len(y.items)
-                                         and all(map(alike, x.items, y.items)))))
-    if t is Obj:  # open request objects: their fields are symbols of their label
-        return x.cls == y.cls and x.label == y.label
-    if t is OneOf or t is Guarded:
-        return len(x.options) == len(y.options) and all(map(alike, x.options, y.options)) \
-            and (t is OneOf or repr(x.guards) == repr(y.guards))
-    if t is Unknown:
-        return x.hint == y.hint and x.is_int == y.is_int
-    if t is ClassVal:
-        return x.ref == y.ref
-    if t is Module:
-        return x.name == y.name
-    if t is External:
-        return x.qualname == y.qualname
-    return t is RowIndex
-
-
-def _alike_opt(x, y) -> bool:
-    return (x is None) == (y is None) and (x is None or alike(x, y))
-
-
 @dataclass
 class ColdLog(CallLog):
     """A cold call's reads (CallLog's), and what it asked the warmup and met."""
 
     asked: list = field(default_factory=list)  # (branch key, cfg, answer) | (dotted, None, bool)
     tests: list = field(default_factory=list)  # (node id, config_tests entry)
-    shapes: tuple = ()  # which arguments are the same object
 
 
 @dataclass
 class Record:
-    args: list
-    kwargs: dict
-    shapes: tuple
-    facts: dict  # the caller's
+    facts: dict  # the caller's, all of them
     cfg: dict
     pc: object
     crossed: frozenset
@@ -141,7 +91,10 @@ class Record:
     depth: int
     reads: set  # what the callee's branches read (reuse.CallReuse.note)
     div_tests: set
-    results: list  # (State, Value)
+    # ([(facts, cfg) per path], copy_graph snapshot: ([(heap rows added, value) per path],
+    # [sink arguments]), with the arguments' objects and tables as Slots)
+    paths: list
+    snapshot: tuple
     hits: list
     log: ColdLog
     installs: dict
@@ -165,43 +118,40 @@ class SharedColdCalls:
     enabled = True  # off only in tests, which check that it changes no result
 
     def __init__(self):
-        self.stored: dict = {}  # (site id, callee, stack) -> [Record]
+        self.stored: dict = {}  # (site id, callee, stack, whole-run, arguments) -> [Record]
         self.hits = 0
 
     def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> _Attempt | None:
-        if not (self.enabled and not state.shadows and all(map(plain, args))
-                and all(map(plain, kwargs.values()))):
+        if not self.enabled or state.shadows:
             return None
-        # (an open request is never being built, so the heap holds nothing of it)
-        ids = [id(v) for v in list(args) + list(kwargs.values())]
+        log = ColdLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+        try:
+            head = log.walk.one((list(args), kwargs))
+        except RecursionError:
+            return None
         stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
                       for f in interp.stack)
-        log = ColdLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap,
-                      shapes=tuple(ids.index(i) for i in ids))
         driver = interp.driver
-        return _Attempt((id(site), ref.dotted, stack, frozenset(driver.whole_run)), log,
+        return _Attempt((id(site), ref.dotted, stack, frozenset(driver.whole_run), head), log,
                         _denied(driver), _effects(interp), interp.steps,
                         {name: len(memo) for name, memo in built.memos(interp)},
                         interp.read_keys)
 
-    def lookup(self, interp, attempt: _Attempt, args: list, kwargs: dict, state):
+    def lookup(self, interp, attempt: _Attempt, state) -> tuple | None:
+        """(record, the objects its reads name, as they are now), or None."""
         depth = len(interp.stack)
         for rec in self.stored.get(attempt.key, ()):
             if (rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
-                    and rec.crossed == state.crossed and rec.shapes == attempt.log.shapes
-                    and rec.denied == attempt.denied
+                    and rec.crossed == state.crossed and rec.denied == attempt.denied
+                    and rec.facts == state.facts
                     and all(bool(t & rec.inputs) == bool(t & state.div.inputs)
                             for t in rec.div_tests)
-                    and len(rec.args) == len(args) and rec.kwargs.keys() == kwargs.keys()
-                    and all(map(alike, rec.args, args))
-                    and all(alike(rec.kwargs[k], v) for k, v in kwargs.items())
-                    and _agree(rec.facts, state.facts, rec.reads)
-                    and _agree(rec.facts, state.facts, guard_keys(rec.args))
-                    and _agree(rec.facts, state.facts, guard_keys(rec.kwargs.values()))
                     and interp.steps + rec.steps <= interp.settings.max_steps
                     and _leaf_agrees(interp, rec)):
-                self.hits += 1
-                return rec
+                found = trace_agrees(rec.log, attempt.log.walk, state)
+                if found is not None:
+                    self.hits += 1
+                    return rec, found
         return None
 
     def open(self, interp, attempt: _Attempt) -> None:
@@ -217,12 +167,33 @@ class SharedColdCalls:
     def end(self, interp, attempt: _Attempt, call, state, results: list) -> None:
         """Store the call (``call``: the reuse.ColdCall it made) when it can be."""
         log = attempt.log
-        if log.dirty or log.trace or log.written or _effects(interp) != attempt.before:
+        if log.dirty or log.written or _effects(interp) != attempt.before:
             return
-        if any(st.heap is not state.heap and st.heap != state.heap for st, _ in results):
-            return
-        if not all(plain(v) for _, v in results) \
-                or not all(_plain_opt(v) for h in call.hits for v in h.args.values()):
+        numbers = log.walk.seen
+        paths, outs = [], []
+        for after, value in results:
+            added = []
+            for key, held in after.heap.items():
+                if state.heap.get(key, _MISSING) is held:
+                    continue
+                if key[0] != "rows":
+                    return  # an object's attribute: not replayed
+                added.append((key, held))
+            if len(after.heap) - len(added) != len(state.heap):
+                return  # it dropped an entry
+            paths.append((after.facts, after.cfg))
+            outs.append((added, value))
+
+        def keep(v):
+            if id(v) in numbers:
+                return Slot(numbers[id(v)])
+            if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
+                return None  # its own: copied
+            raise _Foreign
+
+        try:
+            snapshot = copy_graph((outs, [h.args for h in call.hits]), keep)
+        except (_Foreign, RecursionError):
             return
         installs = {}
         for name, memo in built.memos(interp):  # (memos only grow, in order)
@@ -232,12 +203,16 @@ class SharedColdCalls:
                 installs[(name, key)] = memo[key]
         kept = self.stored.setdefault(attempt.key, [])
         call.record = Record(
-            list(call.args), dict(call.kwargs), log.shapes, state.facts, state.cfg,
-            state.pc, state.crossed, state.div.inputs, call.depth, call.reads,
-            call.div_tests, results, call.hits, log, installs, attempt.read_keys,
+            state.facts, state.cfg, state.pc, state.crossed, state.div.inputs, call.depth,
+            call.reads, call.div_tests, paths, snapshot,
+            [replace(h, args={}) for h in call.hits], log, installs, attempt.read_keys,
             interp.steps - attempt.steps, attempt.denied)
         if len(kept) < MAX_STORED:
             kept.append(call.record)
+
+
+class _Foreign(Exception):
+    """An older object the call reached through no read (a global's)."""
 
 
 def _denied(driver) -> tuple:
@@ -279,9 +254,9 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list
     attempt = shared.begin(interp, site, ref, args, kwargs, state) \
         if shared is not None else None
     if attempt is not None:
-        rec = shared.lookup(interp, attempt, args, kwargs, state)
-        if rec is not None:
-            return interp._reused(state, *replay(interp, rec, state))
+        got = shared.lookup(interp, attempt, state)
+        if got is not None:
+            return interp._reused(state, *replay(interp, *got, state))
         shared.open(interp, attempt)
     before = len(interp.policy.hits_of(state))
     reuse.begin_cold()
@@ -347,23 +322,43 @@ def reused_warm(interp, call) -> None:
 _MISSING = object()
 
 
-def reused_cold(call) -> None:
-    """The leaf's own cold call reused (reuse.cold_lookup) inside calls being recorded:
-    its record's reads are theirs; one without a record read what is not known."""
-    if call.record is None:
+def reused_cold(call, state) -> None:
+    """The leaf's own cold call reused (reuse.cold_lookup: the same objects) inside calls
+    being recorded: its record's reads are theirs; one without a record read what is not
+    known."""
+    rec = call.record
+    if rec is None:
         read_trace.taint("a cold call reused without a record")
-    else:
-        merge_reads(call.record)
+        return
+    for item in rec.log.trace:
+        obj = rec.log.walk.found[item[1]]
+        if item[0] == "attr":
+            read_trace.read_attr(obj, item[2], state)
+        else:
+            read_trace.read_rows(state, obj)
+    merge_reads(rec)
 
 
-def replay(interp, rec: Record, state) -> tuple[list, list]:
-    """The record's paths and sinks for ``state`` (as ``reuse.replay_cold``, on the
-    caller's heap), after leaving behind what running the call would have."""
+def replay(interp, rec: Record, found: list, state) -> tuple[list, list]:
+    """The record's paths and sinks for ``state`` (as ``reuse.replay_cold``: the facts it
+    learned on the caller's), its own objects and tables fresh and the arguments' ones
+    the caller's, after leaving behind what running the call would have."""
+    for item in rec.log.trace:  # an enclosing record read what this one read
+        if item[0] == "attr":
+            read_trace.read_attr(found[item[1]], item[2], state)
+        else:
+            read_trace.read_rows(state, found[item[1]])
     replayed(interp, rec)
-    paths = [(state.evolve(facts=_rebase(st.facts, rec, state), cfg=st.cfg), value)
-             for st, value in rec.results]
-    return paths, [replace(hit, facts=_rebase(hit.facts, rec, state),
-                           stack=hit.stack[rec.depth:]) for hit in rec.hits]
+    outs, hit_args = copy_graph(rec.snapshot,
+                                lambda v: found[v.n] if type(v) is Slot else None)
+    paths = []
+    for (facts, cfg), (added, value) in zip(rec.paths, outs):
+        heap = {**state.heap, **dict(added)} if added else state.heap
+        paths.append((state.evolve(facts=_rebase(facts, rec, state), cfg=cfg, heap=heap),
+                      value))
+    return paths, [replace(hit, args=args, facts=_rebase(hit.facts, rec, state),
+                           stack=hit.stack[rec.depth:])
+                   for hit, args in zip(rec.hits, hit_args)]
 
 
 def merge_reads(rec: Record) -> None:

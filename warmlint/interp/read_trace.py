@@ -45,6 +45,9 @@ class Shallow:
             self.found.append(v)
             if t is tables.Table:
                 return ("table", n, self.one(v.initial))
+            if v.request:  # an open request: its reads are symbols, but for what it holds
+                return ("obj", n, v.cls, True, v.label, v.taint,
+                        tuple((k, self.one(x)) for k, x in v.attrs.items()))
             return ("obj", n, v.cls, v.request, v.lazy, v.label, v.under_construction,
                     v.taint)
         if t is tuple or t is list:

@@ -83,7 +83,7 @@ class _Attempt:
 
 
 class CallSummaries(built.Reuses):
-    """Calls, keyed by what they read (``begin``, ``_reads_agree``)."""
+    """Calls, keyed by what they read (``begin``, ``trace_agrees``)."""
 
     def run(self, interp, ref, args: list, kwargs: dict, state, body) -> list:
         """The call's paths: replayed from an alike earlier call, or ``body()`` run (and
@@ -125,7 +125,7 @@ class CallSummaries(built.Reuses):
 
     def lookup(self, interp, attempt: _Attempt, state) -> list | None:
         def take(summary: Summary):
-            found = _reads_agree(summary.reads, attempt.log.walk, state)
+            found = trace_agrees(summary.reads, attempt.log.walk, state)
             if found is None or not built.agrees(interp, summary):
                 return None
             return found, copy_graph(summary.snapshot,
@@ -149,7 +149,7 @@ class CallSummaries(built.Reuses):
                   lambda: _summary(interp, attempt, state, results) if results else None)
 
 
-def _reads_agree(log: CallLog, head: Shallow, state) -> list | None:
+def trace_agrees(log: CallLog, head: Shallow, state) -> list | None:
     """The objects and tables the stored reads name, as they are before this call, when
     every read gives what it gave the stored call; else None."""
     walk = head.copy()
