@@ -15,7 +15,7 @@ from conftest import VARIANTS, make_tree
 from test_built_reuse import _recorded
 
 from warmlint.check import analyze_tree
-from warmlint.interp import built, cold_share, read_trace, tables
+from warmlint.interp import built, cold_share, read_trace, tables, warm_records
 from warmlint.interp.reuse import CallReuse
 from warmlint.resolve import ClassRef
 from warmlint.settings import Settings
@@ -91,14 +91,14 @@ REQ = Taint(frozenset({"Req.k"}))
 
 def test_plain_data_is_what_no_leaf_holds_apart():
     rows = tables.new(Const(0))
-    assert cold_share.plain(Tensor(Sym("b", "request", "b"), dtype="int32"))
-    assert not cold_share.plain(Tensor(None, rows=rows))  # a per-request table
-    assert cold_share.plain(Obj(CLS, {}, request=True, label="Req"))
-    assert not cold_share.plain(Obj(CLS, {"k": Const(1)}, request=True, label="Req"))
-    assert not cold_share.plain(Obj(CLS, {}))  # an object a leaf built
-    assert cold_share.plain(OneOf((Const(1), Unknown("x"))))
-    assert cold_share.plain(Seq((Const(1), Const(2))))
-    assert not cold_share.plain(Seq((Const(1), Obj(CLS, {}))))
+    assert warm_records.plain(Tensor(Sym("b", "request", "b"), dtype="int32"))
+    assert not warm_records.plain(Tensor(None, rows=rows))  # a per-request table
+    assert warm_records.plain(Obj(CLS, {}, request=True, label="Req"))
+    assert not warm_records.plain(Obj(CLS, {"k": Const(1)}, request=True, label="Req"))
+    assert not warm_records.plain(Obj(CLS, {}))  # an object a leaf built
+    assert warm_records.plain(OneOf((Const(1), Unknown("x"))))
+    assert warm_records.plain(Seq((Const(1), Const(2))))
+    assert not warm_records.plain(Seq((Const(1), Obj(CLS, {}))))
 
 
 def test_arguments_key_a_record_as_read_trace_sees_them():

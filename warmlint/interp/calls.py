@@ -7,7 +7,7 @@ from dataclasses import replace
 import libcst as cst
 
 from warmlint import sinks
-from warmlint.interp import built, cached, cold_share, read_trace, shims
+from warmlint.interp import built, cached, cold_share, read_trace, shims, warm_records
 from warmlint.interp.conds import keys_read
 from warmlint.interp.frames import Frame, SinkHit
 from warmlint.interp.reuse import replay_cold
@@ -126,7 +126,7 @@ class CallMixin:
             found = reuse.lookup(node, ref, bound + list(args), kwargs, state)
             if found is not None:
                 if read_trace.OPEN:  # its reads, for the cold calls being recorded
-                    cold_share.reused_warm(self, reuse.found)
+                    warm_records.reused_warm(self, reuse.found)
                 return self._reused(state, *found)
             if not state.heap:  # an object under construction: its bindings are path state
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
@@ -135,7 +135,7 @@ class CallMixin:
                 return self._call_shared(reuse, ref, frame, callee, bound + list(args),
                                          kwargs, state, node)
         if reuse is not None and state.div is None:
-            results = _back_in(state, cold_share.warm_call(
+            results = _back_in(state, warm_records.warm_call(
                 self, reuse, node, ref, bound + list(args), kwargs, state,
                 lambda: self.run_body(frame, parsed.node.body, callee)))
         elif self.memo.calls is not None and self.policy.name == "warmup":  # summaries.py

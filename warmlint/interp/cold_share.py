@@ -21,7 +21,7 @@ registration).
 
 Not stored: a call that reached an older object through no read (a global's), wrote one,
 reused a warm call or a cold call that has no record of its own (their reads are
-unknown; ``warm_call`` records warm calls on plain data for this), made a whole-run
+unknown; ``warm_records.py`` records warm calls on plain data for this), made a whole-run
 decision, reported an error, or set an object's attribute on the path heap. Replayed:
 its paths (the facts it learned on the caller's; per-request rows it wrote), its sinks
 for the caller's divergence, its own objects and tables copied fresh and the arguments'
@@ -40,37 +40,11 @@ from warmlint.interp import built, read_trace, tables
 from warmlint.interp.read_trace import CallLog
 from warmlint.interp.reuse import _rebase
 from warmlint.interp.summaries import trace_agrees
-from warmlint.interp.value_digest import Slot, copy_graph, memo_digest
-from warmlint.values import (
-    _OBJ_IDS, Builtin, ClassVal, Const, External, Func, Guarded, IntExpr, Module, Obj, OneOf,
-    RowIndex, Seq, Sym, Tensor, Unknown,
-)
+from warmlint.interp.value_digest import Slot, copy_graph
+from warmlint.values import _OBJ_IDS
 
 MAX_STORED = 8  # records per call site, callee and stack
-
-
-def plain(v) -> bool:
-    t = type(v)
-    if t is Tensor:
-        return v.rows is None and (v.batch is None or plain(v.batch)) \
-            and (v.cols is None or plain(v.cols))
-    if t is Func or t is Builtin:
-        return v.bound is None or plain(v.bound)
-    if t is Seq:
-        return all(map(plain, v.items)) if v.items is not None else (
-            _plain_opt(v.elem) and _plain_opt(v.size))
-    if t is Obj:
-        return v.request and not v.attrs
-    if t is OneOf or t is Guarded:
-        return all(map(plain, v.options))
-    return t in _PLAIN or isinstance(v, Const)
-
-
-def _plain_opt(v) -> bool:
-    return v is None or plain(v)
-
-
-_PLAIN = (Sym, IntExpr, RowIndex, ClassVal, Module, External, Unknown)
+_MISSING = object()
 
 
 @dataclass
@@ -95,6 +69,7 @@ class Record:
     # [sink arguments]), with the arguments' objects and tables as Slots)
     paths: list
     snapshot: tuple
+    copies: bool  # the snapshot holds objects or tables (else its values are shared)
     hits: list
     log: ColdLog
     installs: dict
@@ -184,7 +159,10 @@ class SharedColdCalls:
             paths.append((after.facts, after.cfg))
             outs.append((added, value))
 
+        met = []  # objects, tables: a replay must copy (else it shares the values as they are)
+
         def keep(v):
+            met.append(v)
             if id(v) in numbers:
                 return Slot(numbers[id(v)])
             if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
@@ -204,7 +182,7 @@ class SharedColdCalls:
         kept = self.stored.setdefault(attempt.key, [])
         call.record = Record(
             state.facts, state.cfg, state.pc, state.crossed, state.div.inputs, call.depth,
-            call.reads, call.div_tests, paths, snapshot,
+            call.reads, call.div_tests, paths, snapshot, bool(met),
             [replace(h, args={}) for h in call.hits], log, installs, attempt.read_keys,
             interp.steps - attempt.steps, attempt.denied)
         if len(kept) < MAX_STORED:
@@ -213,6 +191,12 @@ class SharedColdCalls:
 
 class _Foreign(Exception):
     """An older object the call reached through no read (a global's)."""
+
+
+def forked(interp) -> bool:
+    """A leaf in a forked process (leaf_fork): what it records goes when it exits."""
+    forker = interp.driver.forker
+    return forker is not None and forker.in_child
 
 
 def _denied(driver) -> tuple:
@@ -257,7 +241,10 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list
         got = shared.lookup(interp, attempt, state)
         if got is not None:
             return interp._reused(state, *replay(interp, *got, state))
-        shared.open(interp, attempt)
+        if forked(interp):
+            attempt = None  # a forked leaf's records would serve no other leaf
+        else:
+            shared.open(interp, attempt)
     before = len(interp.policy.hits_of(state))
     reuse.begin_cold()
     try:
@@ -270,56 +257,6 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list
     if attempt is not None:
         shared.end(interp, attempt, made, state, results)
     return results
-
-
-def warm_call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list:
-    """A call on a warm serving path, ``run()``; recorded (``WarmCall.log``) where its
-    arguments are plain data, so that a cold call reusing it can be recorded too."""
-    log = None
-    if interp.memo.cold is not None and interp.memo.cold.enabled \
-            and all(map(plain, args)) and all(map(plain, kwargs.values())):
-        log = ColdLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
-        read_trace.open_log(interp, log)
-    hits0 = len(interp.policy.warm_hits)  # (``before`` is the memo's: cached.store)
-    reuse.begin_warm()
-    try:
-        results = run()
-    finally:
-        if log is not None:
-            read_trace.close(interp, log)
-    made = reuse.end(site, ref, args, kwargs, state, results, len(interp.stack),
-                     interp.policy.warm_hits[hits0:])
-    if made is not None and log is not None and not (log.dirty or log.trace or log.written):
-        made.log = log
-    return results
-
-
-def reused_warm(interp, call) -> None:
-    """A warm call reused on a cold path inside calls being recorded: they read what it
-    read, as the leaf holds it now (it ran before them); one without a log read what is
-    not known."""
-    log = call.log
-    if log is None:
-        read_trace.taint("a warm call reused without a record")
-        return
-    driver, memos_now = interp.driver, dict(built.memos(interp))
-    for other in read_trace.OPEN:
-        for key, (sym, _) in log.facts.items():
-            if key not in other.facts:
-                other.facts[key] = (sym, repr(driver.peek(sym)))
-        for name, key in log.memos:
-            if (name, key) not in other.memos:
-                now = memos_now[name].get(key, _MISSING)
-                other.memos[(name, key)] = None if now is _MISSING \
-                    else ("pre", memo_digest(now))
-        for key, where in log.consulted.items():
-            other.consulted.setdefault(key, where)
-        other.asked += log.asked
-        other.tests += log.tests
-        other.pins |= log.pins
-
-
-_MISSING = object()
 
 
 def reused_cold(call, state) -> None:
@@ -349,8 +286,8 @@ def replay(interp, rec: Record, found: list, state) -> tuple[list, list]:
         else:
             read_trace.read_rows(state, found[item[1]])
     replayed(interp, rec)
-    outs, hit_args = copy_graph(rec.snapshot,
-                                lambda v: found[v.n] if type(v) is Slot else None)
+    outs, hit_args = copy_graph(rec.snapshot, lambda v: found[v.n] if type(v) is Slot
+                                else None) if rec.copies else rec.snapshot
     paths = []
     for (facts, cfg), (added, value) in zip(rec.paths, outs):
         heap = {**state.heap, **dict(added)} if added else state.heap
