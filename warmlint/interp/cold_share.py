@@ -121,9 +121,12 @@ class SharedColdCalls:
                     and rec.facts == state.facts
                     and all(bool(t & rec.inputs) == bool(t & state.div.inputs)
                             for t in rec.div_tests)
-                    and interp.steps + rec.steps <= interp.settings.max_steps
-                    and _leaf_agrees(interp, rec)):
-                found = trace_agrees(rec.log, attempt.log.walk, state)
+                    and interp.steps + rec.steps <= interp.settings.max_steps):
+                try:  # (a graph too deep to walk: not taken)
+                    found = trace_agrees(rec.log, attempt.log.walk, state) \
+                        if _leaf_agrees(interp, rec) else None
+                except RecursionError:
+                    found = None
                 if found is not None:
                     self.hits += 1
                     return rec, found
@@ -239,8 +242,11 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list
         if shared is not None else None
     if attempt is not None:
         got = shared.lookup(interp, attempt, state)
-        if got is not None:
-            return interp._reused(state, *replay(interp, *got, state))
+        try:
+            if got is not None:
+                return interp._reused(state, *replay(interp, *got, state))
+        except RecursionError:
+            pass  # (nothing left behind yet: run it)
         if forked(interp):
             attempt = None  # a forked leaf's records would serve no other leaf
         else:
@@ -279,15 +285,16 @@ def reused_cold(call, state) -> None:
 def replay(interp, rec: Record, found: list, state) -> tuple[list, list]:
     """The record's paths and sinks for ``state`` (as ``reuse.replay_cold``: the facts it
     learned on the caller's), its own objects and tables fresh and the arguments' ones
-    the caller's, after leaving behind what running the call would have."""
+    the caller's, after leaving behind what running the call would have. A graph too
+    deep to copy raises RecursionError before anything is left behind."""
+    outs, hit_args = copy_graph(rec.snapshot, lambda v: found[v.n] if type(v) is Slot
+                                else None) if rec.copies else rec.snapshot
     for item in rec.log.trace:  # an enclosing record read what this one read
         if item[0] == "attr":
             read_trace.read_attr(found[item[1]], item[2], state)
         else:
             read_trace.read_rows(state, found[item[1]])
     replayed(interp, rec)
-    outs, hit_args = copy_graph(rec.snapshot, lambda v: found[v.n] if type(v) is Slot
-                                else None) if rec.copies else rec.snapshot
     paths = []
     for (facts, cfg), (added, value) in zip(rec.paths, outs):
         heap = {**state.heap, **dict(added)} if added else state.heap
