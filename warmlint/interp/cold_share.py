@@ -197,9 +197,9 @@ class _Foreign(Exception):
 
 
 def forked(interp) -> bool:
-    """A leaf in a forked process (leaf_fork): what it records goes when it exits."""
-    forker = interp.driver.forker
-    return forker is not None and forker.in_child
+    """A leaf that forks or was forked (leaf_fork): no other leaf would see what it
+    records (a child's goes when it exits; the trunk's comes after its children forked)."""
+    return interp.driver.forker is not None
 
 
 def _denied(driver) -> tuple:
@@ -248,7 +248,7 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list
         except RecursionError:
             pass  # (nothing left behind yet: run it)
         if forked(interp):
-            attempt = None  # a forked leaf's records would serve no other leaf
+            attempt = None  # its records would serve no other leaf
         else:
             shared.open(interp, attempt)
     before = len(interp.policy.hits_of(state))
