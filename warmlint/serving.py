@@ -22,7 +22,7 @@ from warmlint.values import (
     ROWS_PREFIX, Func, Obj, OneOf, RowIndex, Sym, Taint, Tensor, Unknown, Value, options,
     same,
 )
-from warmlint.warmup import Entry, WarmupPass
+from warmlint.warmup import Entry, WarmupPass, config_test_entry
 
 BATCH_INPUT = "batch size"
 SERVING_BATCH = Sym("batch", "request", "batch size (num_reqs)",
@@ -98,8 +98,7 @@ class ServingPass(PassPolicy):
 
     def config_test(self, interp, node, pred, context) -> None:
         if read_trace.OPEN:  # as WarmupPass.config_test records it, for a replay
-            cold_share.tested(id(node), (context, interp.site(node, interp.code(node)),
-                                         pred.sym.key, pred.const))
+            cold_share.tested(id(node), config_test_entry(interp, node, pred, context))
         self.warm.config_test(interp, node, pred, context)
 
     def registered(self, interp, target, state) -> None:

@@ -132,6 +132,11 @@ class Entry:
     batch_var: str | None = None  # a local holding the warmup batch size, if any
 
 
+def config_test_entry(interp, node, pred, context) -> tuple:
+    """A ``WarmupPass.config_tests`` entry: where a config atom's ``in`` test stands."""
+    return (context, interp.site(node, interp.code(node)), pred.sym.key, pred.const)
+
+
 @dataclass
 class WarmupPass(PassPolicy):
     """The warmup pass: records every outcome, sink, registration and entry it meets."""
@@ -152,8 +157,7 @@ class WarmupPass(PassPolicy):
     def config_test(self, interp, node, pred, context) -> None:
         if id(node) not in self._tested:
             self._tested.add(id(node))
-            site = interp.site(node, interp.code(node))
-            self.config_tests.append((context, site, pred.sym.key, pred.const))
+            self.config_tests.append(config_test_entry(interp, node, pred, context))
 
     def outcomes(self, interp, test, site_node, key, results, multi) -> list:
         out = super().outcomes(interp, test, site_node, key, results, multi)

@@ -125,9 +125,10 @@ class CallMixin:
         if reuse is not None and state.div is not None:
             found = reuse.lookup(node, ref, bound + list(args), kwargs, state)
             if found is not None:
+                paths, hits, warm = found
                 if read_trace.OPEN:  # its reads, for the cold calls being recorded
-                    warm_records.reused_warm(self, reuse.found)
-                return self._reused(state, *found)
+                    warm_records.reused_warm(self, warm)
+                return self._reused(state, paths, hits)
             if not state.heap:  # an object under construction: its bindings are path state
                 return self._call_cold(reuse, ref, frame, callee, bound + list(args), kwargs,
                                        state, node)

@@ -41,10 +41,8 @@ from warmlint.interp.read_trace import CallLog
 from warmlint.interp.reuse import _rebase
 from warmlint.interp.summaries import trace_agrees
 from warmlint.interp.value_digest import Slot, copy_graph
-from warmlint.values import _OBJ_IDS
 
 MAX_STORED = 8  # records per call site, callee and stack
-_MISSING = object()
 
 
 @dataclass
@@ -53,6 +51,12 @@ class ColdLog(CallLog):
 
     asked: list = field(default_factory=list)  # (branch key, cfg, answer) | (dotted, None, bool)
     tests: list = field(default_factory=list)  # (node id, config_tests entry)
+
+    def merge_into(self, other: "ColdLog") -> None:
+        super().merge_into(other)
+        other.asked += self.asked
+        other.tests += self.tests
+        other.pins |= self.pins
 
 
 @dataclass
@@ -99,7 +103,7 @@ class SharedColdCalls:
     def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> _Attempt | None:
         if not self.enabled or state.shadows:
             return None
-        log = ColdLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+        log = ColdLog.starting(state)
         try:
             head = log.walk.one((list(args), kwargs))
         except RecursionError:
@@ -152,7 +156,7 @@ class SharedColdCalls:
         for after, value in results:
             added = []
             for key, held in after.heap.items():
-                if state.heap.get(key, _MISSING) is held:
+                if state.heap.get(key, read_trace.MISSING) is held:
                     continue
                 if key[0] != "rows":
                     return  # an object's attribute: not replayed
@@ -273,12 +277,7 @@ def reused_cold(call, state) -> None:
     if rec is None:
         read_trace.taint("a cold call reused without a record")
         return
-    for item in rec.log.trace:
-        obj = rec.log.walk.found[item[1]]
-        if item[0] == "attr":
-            read_trace.read_attr(obj, item[2], state)
-        else:
-            read_trace.read_rows(state, obj)
+    read_trace.reread(rec.log, rec.log.walk.found, state)
     merge_reads(rec)
 
 
@@ -289,11 +288,7 @@ def replay(interp, rec: Record, found: list, state) -> tuple[list, list]:
     deep to copy raises RecursionError before anything is left behind."""
     outs, hit_args = copy_graph(rec.snapshot, lambda v: found[v.n] if type(v) is Slot
                                 else None) if rec.copies else rec.snapshot
-    for item in rec.log.trace:  # an enclosing record read what this one read
-        if item[0] == "attr":
-            read_trace.read_attr(found[item[1]], item[2], state)
-        else:
-            read_trace.read_rows(state, found[item[1]])
+    read_trace.reread(rec.log, found, state)  # an enclosing record read what this one read
     replayed(interp, rec)
     paths = []
     for (facts, cfg), (added, value) in zip(rec.paths, outs):
@@ -307,12 +302,8 @@ def replay(interp, rec: Record, found: list, state) -> tuple[list, list]:
 
 def merge_reads(rec: Record) -> None:
     """An enclosing record being made read what ``rec``'s call read."""
-    log = rec.log
     for other in read_trace.OPEN:
-        log.merge_into(other)
-        other.asked += log.asked
-        other.tests += log.tests
-        other.pins |= log.pins
+        rec.log.merge_into(other)
 
 
 def replayed(interp, rec: Record) -> None:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from warmlint.interp import built, tables
 from warmlint.interp.value_digest import IMMUTABLE, PLAIN, RECORDS
-from warmlint.values import Obj, Value
+from warmlint.values import _OBJ_IDS, Obj, Value
 
 OPEN: list = []  # the CallLogs of the calls being recorded, innermost last
 
@@ -82,6 +82,12 @@ class CallLog(built.ReadLog):
     heap0: dict = field(default_factory=dict)  # the path heap at the call
     pins: set = field(default_factory=set)  # pinned probes it called (ConfigDriver.pins_read)
 
+    @classmethod
+    def starting(cls, state):
+        """The record of a call starting on ``state``: objects and tables made from now
+        on are its own."""
+        return cls(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+
 
 # -- the hooks: where the interpreter reads or writes an older object's place ---------------
 def raw(state, obj: Obj, name: str):
@@ -106,6 +112,16 @@ def read_attr(obj: Obj, name: str, state) -> None:
         elif (n, name) not in log.places:
             log.places.add((n, name))
             log.trace.append(("attr", n, name, log.walk.one(raw(state, obj, name))))
+
+
+def reread(log: CallLog, found: list, state) -> None:
+    """A replayed call's reads, again on ``found`` (the objects and tables its trace
+    names, as the caller has them), for the records still open around it."""
+    for item in log.trace:
+        if item[0] == "attr":
+            read_attr(found[item[1]], item[2], state)
+        else:
+            read_rows(state, found[item[1]])
 
 
 def write_attr(obj: Obj, name: str, state) -> None:

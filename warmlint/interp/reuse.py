@@ -37,7 +37,7 @@ class WarmCall:
     tests: set  # inputs of the unwarmed outcomes its warm paths met (frozensets)
     depth: int  # the stack's at the call: hit stacks keep the callee's own frames
     hits: list  # SinkHit recorded inside the callee on its warm paths
-    log: object = None  # what it read, when cold_share.warm_call could record it
+    log: object = None  # what it read, when warm_records.warm_call could record it
 
 
 @dataclass
@@ -65,7 +65,6 @@ class CallReuse:
         self.reads: list = []  # one set per call being interpreted
         self.div_tests: list = []  # one set per cold call being interpreted
         self.warm_tests: list = []  # one set per warm call being interpreted
-        self.found: WarmCall | None = None  # the warm call ``lookup`` last gave
 
     def note(self, keys: set) -> None:
         for reads in self.reads:
@@ -74,19 +73,19 @@ class CallReuse:
     def lookup(self, site, callee, args, kwargs, state: State) -> tuple | None:
         """The warm call's outcomes for the cold ``state``, or None: its paths, (state,
         value) per set of facts the callee learned on its warm paths (a request field it
-        tested, taking the outcome the warmup took: the exact run learns it too), and the
-        sinks it reached, which the exact run reaches again on this divergence's path."""
+        tested, taking the outcome the warmup took: the exact run learns it too), the
+        sinks it reached, which the exact run reaches again on this divergence's path,
+        and the WarmCall itself."""
         for call in self.calls.get((id(site), callee), ()) if self.enabled else ():
             if (same_call(call.args, call.kwargs, args, kwargs) and call.cfg == state.cfg
                     and _agree(call.facts, state.facts, call.reads)
                     and not any(t & state.div.inputs for t in call.tests)):
                 self.note(call.reads)
-                self.found = call
                 paths = [(state.evolve(facts={**state.facts, **learned}) if learned else state,
                           value) for learned, value in call.returned]
                 return paths, [replace(hit, facts=_rebase(hit.facts, call, state),
                                        stack=hit.stack[call.depth:], crossed=state.crossed)
-                               for hit in call.hits]
+                               for hit in call.hits], call
         return None
 
     def cold_lookup(self, site, callee, args, kwargs, state: State, depth: int):

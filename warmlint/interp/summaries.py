@@ -43,10 +43,10 @@ from dataclasses import dataclass, replace
 
 from warmlint.interp import built, read_trace, tables
 from warmlint.interp.read_trace import (
-    MISSING, CallLog, Shallow, close, open_log, raw, read_attr, read_rows, write_attr,
+    MISSING, CallLog, Shallow, close, open_log, raw, reread, write_attr,
 )
 from warmlint.interp.value_digest import PLAIN, Slot, copy_graph
-from warmlint.values import _OBJ_IDS, Obj
+from warmlint.values import Obj
 
 CANDIDATE_STEPS = 100  # a function's call worth the bookkeeping
 
@@ -105,7 +105,7 @@ class CallSummaries(built.Reuses):
         if not (self.tries(ref) and built.plain_context(interp, state, in_entries=True)):
             return None
         policy, driver = interp.policy, interp.driver
-        log = CallLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+        log = CallLog.starting(state)
         stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
                       for f in interp.stack)
         try:
@@ -224,11 +224,7 @@ class _Foreign(Exception):
 
 def _replay(interp, summary: Summary, state, copied: tuple, found: list) -> list:
     paths, writes, hit_args = copied
-    for item in summary.reads.trace:  # an enclosing call read what this one read
-        if item[0] == "attr":
-            read_attr(found[item[1]], item[2], state)
-        else:
-            read_rows(state, found[item[1]])
+    reread(summary.reads, found, state)  # an enclosing call read what this one read
     for obj, name, value in writes:
         write_attr(obj, name, state)
         obj.attrs[name] = value

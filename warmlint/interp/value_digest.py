@@ -48,9 +48,12 @@ _FROZEN: dict = {}  # id -> (value, digest): values that never change, digested 
 
 
 def memo_digest(value) -> tuple:
-    """``digest(value)`` for a module global or cached value, kept with the value when
-    nothing in it can change (only dicts and objects are written in place): a module's
-    table of 200 floats is read by every call recorded."""
+    """``digest(value)`` for a module global or cached value; a tuple or list whose items
+    cannot change (only dicts and objects are written in place) keeps its digest with it:
+    a module's table of 200 floats is read by every call recorded. (Other values digest
+    cheaply, and kept here they would outlive their run.)"""
+    if type(value) is not Seq:
+        return digest(value)
     got = _FROZEN.get(id(value))
     if got is not None and got[0] is value:
         return got[1]

@@ -14,11 +14,11 @@ nothing: its records would go with it.
 
 from __future__ import annotations
 
-from warmlint.interp import built, read_trace, tables
-from warmlint.interp.cold_share import _MISSING, ColdLog, forked
+from warmlint.interp import built, read_trace
+from warmlint.interp.cold_share import ColdLog, forked
 from warmlint.interp.value_digest import memo_digest
 from warmlint.values import (
-    _OBJ_IDS, Builtin, ClassVal, Const, External, Func, Guarded, IntExpr, Module, Obj, OneOf,
+    Builtin, ClassVal, Const, External, Func, Guarded, IntExpr, Module, Obj, OneOf,
     RowIndex, Seq, Sym, Tensor, Unknown,
 )
 
@@ -53,7 +53,7 @@ def warm_call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) ->
     log = None
     if interp.memo.cold is not None and interp.memo.cold.enabled and not forked(interp) \
             and all(map(plain, args)) and all(map(plain, kwargs.values())):
-        log = ColdLog(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+        log = ColdLog.starting(state)
         read_trace.open_log(interp, log)
     hits0 = len(interp.policy.warm_hits)  # (``before`` is the memo's: cached.store)
     reuse.begin_warm()
@@ -79,17 +79,13 @@ def reused_warm(interp, call) -> None:
         return
     driver, memos_now = interp.driver, dict(built.memos(interp))
     for other in read_trace.OPEN:
-        for key, (sym, _) in log.facts.items():
+        for key, (sym, _) in log.facts.items():  # (before merge_into, which keeps these)
             if key not in other.facts:
                 other.facts[key] = (sym, repr(driver.peek(sym)))
         for name, key in log.memos:
             if (name, key) not in other.memos:
-                now = memos_now[name].get(key, _MISSING)
-                other.memos[(name, key)] = None if now is _MISSING \
+                now = memos_now[name].get(key, read_trace.MISSING)
+                other.memos[(name, key)] = None if now is read_trace.MISSING \
                     else ("pre", memo_digest(now))
-        for key, where in log.consulted.items():
-            other.consulted.setdefault(key, where)
-        other.asked += log.asked
-        other.tests += log.tests
-        other.pins |= log.pins
+        log.merge_into(other)
 
