@@ -90,7 +90,8 @@ class _Attempt:
     before: tuple
     steps: int
     memo_keys: dict
-    read_keys: set
+    outer_keys: set = None  # the caller's branch reads, while the call runs (``open``)
+    read_keys: frozenset = frozenset()  # what the call's branches read (``close``)
 
 
 class SharedColdCalls:
@@ -113,8 +114,7 @@ class SharedColdCalls:
         driver = interp.driver
         return _Attempt((id(site), ref.dotted, stack, frozenset(driver.whole_run), head), log,
                         _denied(driver), _effects(interp), interp.steps,
-                        {name: len(memo) for name, memo in built.memos(interp)},
-                        interp.read_keys)
+                        {name: len(memo) for name, memo in built.memos(interp)})
 
     def lookup(self, interp, attempt: _Attempt, state) -> tuple | None:
         """(record, the objects its reads name, as they are now), or None."""
@@ -138,13 +138,12 @@ class SharedColdCalls:
 
     def open(self, interp, attempt: _Attempt) -> None:
         read_trace.open_log(interp, attempt.log)
-        interp.read_keys = set()  # (exactly what the call's branches read: restored at close)
+        attempt.outer_keys, interp.read_keys = interp.read_keys, set()
 
     def close(self, interp, attempt: _Attempt) -> None:
         read_trace.close(interp, attempt.log)
-        inner = interp.read_keys
-        interp.read_keys = attempt.read_keys | inner
-        attempt.read_keys = frozenset(inner)
+        attempt.read_keys = frozenset(interp.read_keys)
+        interp.read_keys = attempt.outer_keys | interp.read_keys
 
     def end(self, interp, attempt: _Attempt, call, state, results: list) -> None:
         """Store the call (``call``: the reuse.ColdCall it made) when it can be."""
