@@ -5,11 +5,10 @@ Rules (``warmlint.rules``) turn the per-leaf observations gathered here into fin
 
 from __future__ import annotations
 
-import gc
 import time
 from dataclasses import dataclass, field
 
-from warmlint import stack_room
+from warmlint import gc_policy, stack_room
 from warmlint.config_leaves import (
     MAX_DECISIONS, Assumptions, Decision, enumerate_all, without_implied)
 from warmlint.config_domains import Domains
@@ -92,15 +91,9 @@ def analyze(tree: SourceTree, settings: Settings, jobs: int | None = None) -> Fa
     """``jobs``: config leaves in forked processes, up to this many at once
     (``leaf_fork``); None runs them one after another in this process."""
     started = time.perf_counter()
-    # The interpreter allocates millions of short-lived values and few cycles: the
-    # default collector thresholds make it re-scan the large live heap ~10% of the time.
-    thresholds = gc.get_threshold()
-    gc.set_threshold(50_000, 20, 100)
-    try:
+    with gc_policy.rare_collections():
         # deep recursion without mapping and unmapping frame-stack chunks (stack_room.py)
         return stack_room.call(_analyze, tree, settings, jobs, started)
-    finally:
-        gc.set_threshold(*thresholds)
 
 
 def _analyze(tree: SourceTree, settings: Settings, jobs: int | None, started: float) -> Facts:

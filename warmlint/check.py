@@ -70,7 +70,7 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
     progress: a ``warmlint.progress`` mode; the ticker counts the files read so far.
     ``overlay``: rel path -> text to analyze instead of the file (``fix``'s next round).
     ``jobs``: config leaves in up to this many forked processes; None: serially."""
-    from warmlint import digests, unmatched
+    from warmlint import unmatched
     from warmlint.analysis import analyze, pins_outside, unread_pins
     from warmlint.index import SourceTree
     from warmlint.progress import Ticker
@@ -79,9 +79,8 @@ def analyze_tree(root: Path, settings: Settings, cache: SummaryCache | None,
                       overlay)
     with Ticker(f"analyzing {root}", lambda: f"{len(tree.files_read)} files read", progress):
         facts = analyze(tree, settings, jobs)
-        pending = digests.start(tree, jobs)  # on another core while the rules run
         rule_facts, produced = run_rules(facts, settings)
-        digests.finish(tree, pending)
+        tree.defer_digests()
     findings: list[Finding] = [f for found in produced.values() for f in found]
     findings.sort(key=sort_key)
     errors = [{"path": e.path, "line": e.line, "message": e.message} for e in tree.errors]

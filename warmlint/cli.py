@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import signal
 import sys
 
-from warmlint import __version__
+from warmlint import __version__, gc_policy
 from warmlint.commands import NAMES
 from warmlint.settings_file import UsageError
 from warmlint.printable import printable
@@ -89,7 +90,12 @@ def entry() -> None:
     ``hard_exit``, the streams are flushed and the process leaves with ``os._exit``.
     Every file warmlint writes is closed before ``main`` returns (``files.write_file``),
     and it registers no ``atexit`` hook; ``main`` itself, called in-process, returns.
+
+    The cyclic collector keeps an analysis's thresholds (``gc_policy``) for the whole
+    process: with the defaults back after the analysis, one full collection re-scanned its
+    million-object heap during the rules (0.3-0.4 s on vLLM 0.34.0) to free nothing.
     """
+    gc.set_threshold(*gc_policy.THRESHOLDS)
     code = main()
     for stream in (sys.stdout, sys.stderr):
         try:

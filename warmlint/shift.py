@@ -28,6 +28,11 @@ import re
 
 from warmlint.decode import decode_source
 
+# A stored result's code digest for a file whose bytes the cache holds
+# (``SummaryCache.put_source``): computed only by a later run that finds the file changed
+# (``SourceTree.defer_digests``).
+LATER = "later"
+
 
 def tree_digest(tree: ast.AST, source: str) -> str:
     """``code/shape`` of a module's tree and its source text."""

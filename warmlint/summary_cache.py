@@ -1,4 +1,5 @@
-"""On-disk cache: per-file tables of contents by content hash, and whole-run results.
+"""On-disk cache: per-file tables of contents and sources by content hash, and whole-run
+results.
 
 A warm run on an unchanged tree must cost less than ruff's syntax check, so the last
 result is stored with the digests of every file the analysis read; if none changed, the
@@ -90,8 +91,9 @@ def engine_digest() -> str:
 
 # What the entries hold; bumped when that changes (5: JSON tables of contents, entries
 # carry the format and are validated on read; 6: code digests hash pickles, shift.py;
-# 7: class fields' annotations, config_domains).
-FORMAT = 7
+# 7: class fields' annotations, config_domains; 8: code digests left to the run that
+# needs one, from the stored source, shift.LATER).
+FORMAT = 8
 
 
 class SummaryCache:
@@ -127,6 +129,25 @@ class SummaryCache:
         _store(self._toc_path(toc.digest),
                json.dumps({"format": FORMAT, "toc": encode(toc)}).encode())
 
+    # -- the sources code digests are computed from, when a run needs one -------------
+    def _source_path(self, digest: str) -> Path:
+        return self.dir / "src" / digest
+
+    def put_source(self, digest: str, data: bytes) -> None:
+        """Keep ``data`` (whose sha1 is ``digest``) for ``stored_code``; once is enough."""
+        path = self._source_path(digest)
+        if not path.is_file():
+            _store(path, data)
+
+    def stored_code(self, digest: str, rel: str, code_digest: Callable) -> str | None:
+        """``code_digest`` of the stored bytes whose sha1 is ``digest``; None when they are
+        missing or are not those bytes (a damaged cache is a miss, never trusted)."""
+        try:
+            data = read_regular(self._source_path(digest), self.max_bytes)
+        except OSError:
+            return None
+        return code_digest(data, rel) if hashlib.sha1(data).hexdigest() == digest else None
+
     # -- whole-run results ----------------------------------------------------------------
     def _result_path(self, key: str) -> Path:
         return self.dir / "results" / f"{hashlib.sha1((self.salt + key).encode()).hexdigest()}.json"
@@ -157,8 +178,11 @@ class SummaryCache:
             current = hashlib.sha1(data).hexdigest()
             if current == digest:
                 continue
-            now = code_digest(data, rel) if code_digest and codes.get(rel) else None
-            how = shift.compare(now, codes[rel]) if now else None
+            stored = codes.get(rel)
+            if stored == shift.LATER and code_digest:
+                stored = self.stored_code(digest, rel, code_digest)
+            now = code_digest(data, rel) if code_digest and stored else None
+            how = shift.compare(now, stored) if now else None
             if how is None and now and rel in units:  # new code, maybe none the run read
                 how = unit_deps.check(self, words, units[rel], rel, digest, data)
                 kept[rel] = (how, data)
