@@ -214,3 +214,19 @@ def test_slots_resolve_to_the_receivers_objects():
     theirs = Obj(CLS, {})
     back = copy_graph(stored, lambda v: theirs if type(v) is Slot else None)
     assert back.attrs["arg"] is theirs
+
+
+def test_memo_digest_keeps_only_what_cannot_change_and_forgets_at_reset():
+    from warmlint.interp import value_digest
+    from warmlint.resolve import FuncRef
+    from warmlint.values import Dict, Func
+
+    value_digest.reset()
+    func, table = Func(FuncRef("m", "f")), Dict({"k": Const(1)})
+    assert value_digest.memo_digest(func) == digest(func)
+    assert value_digest._FROZEN[id(func)] == (func, digest(func))  # a function: kept
+    before = value_digest.memo_digest(table)
+    table.items["k"] = Const(2)  # a dict is written in place: digested again
+    assert id(table) not in value_digest._FROZEN and value_digest.memo_digest(table) != before
+    value_digest.reset()
+    assert value_digest._FROZEN == {}

@@ -14,7 +14,7 @@ from warmlint.config_leaves import (
 from warmlint.config_domains import Domains
 from warmlint.cst_functions import FunctionLoader
 from warmlint.index import SourceTree
-from warmlint.interp import Interp, Memo, read_trace
+from warmlint.interp import Interp, Memo, read_trace, value_digest
 from warmlint.interp.built import BuiltReuse
 from warmlint.interp.cold_share import SharedColdCalls
 from warmlint.interp.summaries import CallSummaries
@@ -143,6 +143,7 @@ def _run_program(facts: Facts, program: Program) -> None:
     calls = CallSummaries()  # calls the leaves make alike (interp/summaries.py)
     cold = SharedColdCalls()  # serving's cold calls alike (interp/cold_share.py)
     read_trace.reset()
+    value_digest.reset()
 
     def run(driver):
         try:
