@@ -142,8 +142,8 @@ def _global_names(body: list) -> set[str]:
             if type(stmt) is ast.Global:
                 names.update(stmt.names)
                 continue
-            for field in ("body", "orelse", "finalbody", "handlers", "cases"):
-                block = getattr(stmt, field, None)
+            for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+                block = getattr(stmt, name, None)
                 if type(block) is list:  # statements, or handlers and cases holding them
                     todo.append(block)
     return names
