@@ -230,3 +230,20 @@ def test_memo_digest_keeps_only_what_cannot_change_and_forgets_at_reset():
     assert id(table) not in value_digest._FROZEN and value_digest.memo_digest(table) != before
     value_digest.reset()
     assert value_digest._FROZEN == {}
+
+
+def test_values_are_walked_by_the_kind_of_their_type_in_the_old_order():
+    from warmlint.interp import value_digest as vd
+    from warmlint.interp.read_trace import MISSING, Shallow
+    from warmlint.values import CLEAN, TestOutcome
+
+    cases = [(True, vd.NUMBER), (3, vd.NUMBER), ("s", vd.STR), (None, vd.NUMBER),
+             (CLEAN, vd.FROZEN), (ClassRef("m", "C"), vd.FROZEN), (Const(1), vd.FIELDS),
+             (TestOutcome(True), vd.FIELDS), ((1,), vd.SEQUENCE), (frozenset(), vd.SET),
+             ({}, vd.MAPPING), (Slot(0), vd.OTHER), (Obj(ClassRef("m", "C"), {}), vd.OBJECT)]
+    assert [vd.kind_of(type(v)) for v, _ in cases] == [k for _, k in cases]
+    walk = Shallow()
+    assert walk.one([True, "s", Const(1), MISSING]) == (
+        "list", ("bool", "True"), "s", ("Const", ("int", "1"), CLEAN), ("missing",))
+    assert digest(True, CLEAN) == (("bool", "True"), ("Taint",) + tuple(
+        digest(*CLEAN.__dict__.values())))

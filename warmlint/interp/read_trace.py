@@ -14,8 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from warmlint.interp import built, tables
-from warmlint.interp.value_digest import IMMUTABLE, PLAIN, RECORDS
-from warmlint.values import _OBJ_IDS, Obj, Value
+from warmlint.interp.value_digest import (
+    FIELDS, FROZEN, KINDS, MAPPING, NUMBER, OBJECT, SEQUENCE, SET, STR, kind_of,
+)
+from warmlint.values import _OBJ_IDS, Obj
 
 OPEN: list = []  # the CallLogs of the calls being recorded, innermost last
 
@@ -32,12 +34,13 @@ class Shallow:
         self.held: list = []  # what it named by identity
 
     def one(self, v):
-        if isinstance(v, PLAIN):
-            return v if type(v) is str else (type(v).__name__, repr(v))
-        if isinstance(v, IMMUTABLE):  # taints, class and function refs: compared as such
-            return v
         t = type(v)
-        if t is Obj or t is tables.Table:
+        kind = KINDS.get(t) or kind_of(t)
+        if kind is STR or kind is FROZEN:  # taints, class and function refs: as such
+            return v
+        if kind is NUMBER:
+            return (t.__name__, repr(v))
+        if kind is OBJECT:
             n = self.seen.get(id(v))
             if n is not None:
                 return ("ref", n)
@@ -50,13 +53,13 @@ class Shallow:
                         tuple((k, self.one(x)) for k, x in v.attrs.items()))
             return ("obj", n, v.cls, v.request, v.lazy, v.label, v.under_construction,
                     v.taint)
-        if t is tuple or t is list:
+        if kind is SEQUENCE:
             return (t.__name__,) + tuple(self.one(x) for x in v)
-        if t is set or t is frozenset:
+        if kind is SET:
             return ("set", tuple(sorted(map(repr, (self.one(x) for x in v)))))
-        if t is dict:
+        if kind is MAPPING:
             return ("dict",) + tuple((self.one(k), self.one(x)) for k, x in v.items())
-        if isinstance(v, Value) or t in RECORDS:
+        if kind is FIELDS:
             return (t.__name__,) + tuple(self.one(x) for x in v.__dict__.values())
         if v is MISSING:
             return ("missing",)

@@ -38,6 +38,35 @@ IMMUTABLE = (Taint, ClassRef, FuncRef)  # hold no value: shared by copies
 # of one that is gone could be another's
 RECORDS = (SymFact, Divergence)
 
+# What the walkers here and ``read_trace.Shallow`` do with a value, by its type: the
+# isinstance tests in order, made once per type (``kind_of``) instead of once per value
+# (the walks visit ~1 million values in a run on vLLM 0.34.0).
+STR, NUMBER, FROZEN, OBJECT, SEQUENCE, SET, MAPPING, FIELDS, OTHER = (
+    "str", "number", "frozen", "object", "sequence", "set", "mapping", "fields", "other")
+KINDS: dict = {}  # type -> kind
+
+
+def kind_of(t: type) -> str:
+    """The kind of values of type ``t`` (kept in ``KINDS``)."""
+    if issubclass(t, PLAIN):
+        kind = STR if t is str else NUMBER
+    elif issubclass(t, IMMUTABLE):
+        kind = FROZEN
+    elif t is Obj or t is Table:
+        kind = OBJECT
+    elif t is tuple or t is list:
+        kind = SEQUENCE
+    elif t is set or t is frozenset:
+        kind = SET
+    elif t is dict:
+        kind = MAPPING
+    elif issubclass(t, _WALKED) or t in RECORDS:
+        kind = FIELDS
+    else:
+        kind = OTHER
+    KINDS[t] = kind
+    return kind
+
 
 def digest(*values) -> tuple:
     """The digest of ``values`` taken together (objects they share count once)."""
@@ -109,18 +138,21 @@ class _Walk:
         return tuple(self.one(v) for v in items)
 
     def one(self, v):
-        if isinstance(v, PLAIN):
-            return v if type(v) is str else (type(v).__name__, repr(v))
         t = type(v)
-        if t is tuple or t is list:
+        kind = KINDS.get(t) or kind_of(t)
+        if kind is STR:
+            return v
+        if kind is NUMBER:
+            return (t.__name__, repr(v))
+        if kind is SEQUENCE:
             return (t.__name__, self.many(v))
-        if t is set or t is frozenset:
+        if kind is SET:
             return ("set", tuple(sorted(map(repr, self.many(v)))))
-        if t is dict:
+        if kind is MAPPING:
             return ("dict", tuple((self.one(k), self.one(x)) for k, x in v.items()))
-        if t is Obj or t is Table:
+        if kind is OBJECT:
             return self._numbered(v)
-        if isinstance(v, _WALKED) or t in RECORDS:
+        if kind is FIELDS or kind is FROZEN:  # (Taint, ClassRef, FuncRef: field by field)
             return (t.__name__,) + self.many(v.__dict__.values())
         return ("id", t.__name__, id(v))
 
@@ -155,12 +187,13 @@ class _Copy:
         self.done: dict = {}  # id -> copy, for objects, tables, lists, dicts and values
 
     def one(self, v):
-        if isinstance(v, PLAIN) or isinstance(v, IMMUTABLE):
+        t = type(v)
+        kind = KINDS.get(t) or kind_of(t)
+        if kind is STR or kind is NUMBER or kind is FROZEN:
             return v
         got = self.done.get(id(v))
         if got is not None:
             return got
-        t = type(v)
         if t is tuple:
             return tuple(self.one(x) for x in v)
         if t is set or t is frozenset:
