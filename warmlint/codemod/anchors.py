@@ -12,21 +12,16 @@ from __future__ import annotations
 
 import libcst as cst
 
+from warmlint.cst_functions import walk as walk_nodes
+
 
 def statement_path(func: cst.FunctionDef, target: cst.CSTNode) -> tuple | None:
     """Path to the simple statement containing ``target``: (index, block, index, ...)."""
 
     def contains(node) -> bool:
-        found = []
-
-        class Finder(cst.CSTVisitor):
-            def on_visit(self, n):
-                if n is target:
-                    found.append(n)
-                return not found
-
-        node.visit(Finder())
-        return bool(found)
+        # a walk of the dataclass fields: ``node.visit`` rebuilds every node it passes
+        # (0.1 s of the rules on vLLM 0.33.0, for 16 anchors)
+        return any(n is target for n in walk_nodes(node))
 
     def walk(block, prefix):
         for index, stmt in enumerate(block):
