@@ -180,9 +180,7 @@ class ConfigDriver:
         (dispatch bindings) become leaves; others are decided per path by the caller.
         ``where``: "warmup", "serving" or "constructor", the frame consulting it.
         """
-        self.consulted.setdefault(sym.key, where)
-        for log in self.read_logs:
-            log.consulted.setdefault(sym.key, where)
+        self._consult(sym.key, where)
         fact = self._fact(sym, path)
         known = eval_pred(fact, op, const)
         if known is not None:
@@ -211,6 +209,12 @@ class ConfigDriver:
         self.decided_steps = sum(counter.steps for counter in self.counters)
         return outcome
 
+    def _consult(self, key: str, where: str) -> None:
+        """``key`` consulted (its first frame kept), here and in the open read logs."""
+        self.consulted.setdefault(key, where)
+        for log in self.read_logs:
+            log.consulted.setdefault(key, where)
+
     def decide_guard(self, obj: Sym, attr: Sym, path: dict | None, where: str) -> bool | None:
         """``obj and obj.attr`` (a config object and one of its fields) as one whole-run
         decision, or None when either is known already (then each is decided alone).
@@ -228,9 +232,8 @@ class ConfigDriver:
             return bool(self.facts[key].truthy)
         if len(self.trace) >= MAX_DECISIONS:
             return None
-        for consulted in [self.consulted] + [log.consulted for log in self.read_logs]:
-            consulted.setdefault(obj.key, where)
-            consulted.setdefault(attr.key, where)
+        self._consult(obj.key, where)
+        self._consult(attr.key, where)
         outcome = self._next(key, f"{obj.label} and {attr.label}", "truthy", None, where)
         self.facts[key] = SymFact(truthy=outcome, none=False if outcome else None)
         if outcome:
