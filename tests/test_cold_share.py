@@ -78,9 +78,9 @@ def test_what_a_leaf_decides_under_a_call_keys_its_record(monkeypatch, dropped):
     exact = _report(root)
     if dropped == "warmup answers":
         check = lambda interp, rec: built.reads_agree(interp, rec.log, rec.installs)  # noqa: E731
-        monkeypatch.setattr(cold_share, "_leaf_agrees", check)
+        monkeypatch.setattr(cold_share, "leaf_agrees", check)
     else:
-        monkeypatch.setattr(cold_share, "_leaf_agrees", lambda interp, rec: True)
+        monkeypatch.setattr(cold_share, "leaf_agrees", lambda interp, rec: True)
     assert _report(root) != exact
 
 

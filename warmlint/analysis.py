@@ -17,6 +17,7 @@ from warmlint.index import SourceTree
 from warmlint.interp import Interp, Memo, read_trace, value_digest
 from warmlint.interp.built import BuiltReuse
 from warmlint.interp.cold_share import SharedColdCalls
+from warmlint.interp.warm_share import SharedWarmCalls
 from warmlint.interp.summaries import CallSummaries
 from warmlint.leaf_fork import Parallel, available
 from warmlint.program_fork import side_by_side
@@ -142,6 +143,7 @@ def _run_program(facts: Facts, program: Program) -> None:
     builds = BuiltReuse()  # objects the leaves build alike (interp/built.py)
     calls = CallSummaries()  # calls the leaves make alike (interp/summaries.py)
     cold = SharedColdCalls()  # serving's cold calls alike (interp/cold_share.py)
+    warm_calls = SharedWarmCalls()  # serving's warm calls alike (interp/warm_share.py)
     read_trace.reset()
     value_digest.reset()
 
@@ -153,7 +155,7 @@ def _run_program(facts: Facts, program: Program) -> None:
 
     def _leaf(driver):
         warm = WarmupPass()
-        memo = Memo(builds=builds, calls=calls, cold=cold)
+        memo = Memo(builds=builds, calls=calls, cold=cold, warm=warm_calls)
         winterp = Interp(resolver, driver, warm, memo)
         driver.counters.append(winterp)
         errors = run_warmups(winterp, methods)

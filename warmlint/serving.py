@@ -48,6 +48,7 @@ class ServingPass(PassPolicy):
     cold: dict = field(default_factory=dict)  # div key -> (Divergence, [SinkHit], Entry)
     replaying: Entry | None = None  # the warmup entry being replayed
     filling: bool = False  # filling per-request state with an open request (fill_state)
+    taps: list = field(default_factory=list)  # warm calls being recorded: (div, hit) lists
 
     def outcomes(self, interp, test, site_node, key, results, multi) -> list:
         if self.filling:  # per-request state being filled: no path diverges there
@@ -87,6 +88,8 @@ class ServingPass(PassPolicy):
     def sink(self, interp, state, hit: SinkHit) -> None:
         if self.filling:
             return
+        for tap in self.taps:  # (interp/warm_share.py)
+            tap.append((state.div, hit))
         if state.div is None:
             self.warm_hits.append(hit)
         else:

@@ -113,7 +113,7 @@ class SharedColdCalls:
                       for f in interp.stack)
         driver = interp.driver
         return _Attempt((id(site), ref.dotted, stack, frozenset(driver.whole_run), head), log,
-                        _denied(driver), _effects(interp), interp.steps,
+                        denied_guards(driver), effects(interp), interp.steps,
                         {name: len(memo) for name, memo in built.memos(interp)})
 
     def lookup(self, interp, attempt: _Attempt, state) -> tuple | None:
@@ -128,7 +128,7 @@ class SharedColdCalls:
                     and interp.steps + rec.steps <= interp.settings.max_steps):
                 try:  # (a graph too deep to walk: not taken)
                     found = trace_agrees(rec.log, attempt.log.walk, state) \
-                        if _leaf_agrees(interp, rec) else None
+                        if leaf_agrees(interp, rec) else None
                 except RecursionError:
                     found = None
                 if found is not None:
@@ -148,7 +148,7 @@ class SharedColdCalls:
     def end(self, interp, attempt: _Attempt, call, state, results: list) -> None:
         """Store the call (``call``: the reuse.ColdCall it made) when it can be."""
         log = attempt.log
-        if log.dirty or log.written or _effects(interp) != attempt.before:
+        if log.dirty or log.written or effects(interp) != attempt.before:
             return
         numbers = log.walk.seen
         paths, outs = [], []
@@ -173,11 +173,11 @@ class SharedColdCalls:
                 return Slot(numbers[id(v)])
             if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
                 return None  # its own: copied
-            raise _Foreign
+            raise Foreign
 
         try:
             snapshot = copy_graph((outs, [h.args for h in call.hits]), keep)
-        except (_Foreign, RecursionError):
+        except (Foreign, RecursionError):
             return
         installs = {}
         for name, memo in built.memos(interp):  # (memos only grow, in order)
@@ -195,7 +195,7 @@ class SharedColdCalls:
             kept.append(call.record)
 
 
-class _Foreign(Exception):
+class Foreign(Exception):
     """An older object the call reached through no read (a global's)."""
 
 
@@ -205,18 +205,18 @@ def forked(interp) -> bool:
     return interp.driver.forker is not None
 
 
-def _denied(driver) -> tuple:
+def denied_guards(driver) -> tuple:
     denied = sorted(driver.denied)
     return tuple(denied), tuple(repr(driver.facts.get(k)) for pair in denied for k in pair)
 
 
-def _effects(interp) -> tuple:
+def effects(interp) -> tuple:
     driver = interp.driver
     return (len(interp.errors), len(driver.trace), driver.infeasible, driver.truncated,
             len(driver.denied), interp.registering, len(interp.policy.warm_hits))
 
 
-def _leaf_agrees(interp, rec: Record) -> bool:
+def leaf_agrees(interp, rec: Record) -> bool:
     """What the leaf decides under the call is as it was for the record."""
     warm = interp.policy.warm
     for key, cfg, answer in rec.log.asked:

@@ -34,6 +34,7 @@ class Memo:
     builds: object = None  # interp/built.py
     calls: object = None  # interp/summaries.py
     cold: object = None  # interp/cold_share.py
+    warm: object = None  # interp/warm_share.py
 
 
 @dataclass

@@ -14,8 +14,8 @@ nothing: its records would go with it.
 
 from __future__ import annotations
 
-from warmlint.interp import built, read_trace
-from warmlint.interp.cold_share import ColdLog, forked
+from warmlint.interp import built, read_trace, warm_share
+from warmlint.interp.cold_share import forked
 from warmlint.interp.value_digest import memo_digest
 from warmlint.values import (
     Builtin, ClassVal, Const, External, Func, Guarded, IntExpr, Module, Obj, OneOf,
@@ -48,23 +48,18 @@ _PLAIN = (Sym, IntExpr, RowIndex, ClassVal, Module, External, Unknown)
 
 
 def warm_call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) -> list:
-    """A call on a warm serving path, ``run()``; recorded (``WarmCall.log``) where its
-    arguments are plain data, so that a cold call reusing it can be recorded too."""
-    log = None
-    if interp.memo.cold is not None and interp.memo.cold.enabled and not forked(interp) \
-            and all(map(plain, args)) and all(map(plain, kwargs.values())):
-        log = ColdLog.starting(state)
-        read_trace.open_log(interp, log)
+    """A call on a warm serving path: replayed from an earlier leaf's record, or ``run()``
+    (``warm_share.call``); what it read is kept (``WarmCall.log``) where its arguments are
+    plain data, so that a cold call reusing it can be recorded too."""
+    logged = interp.memo.cold is not None and interp.memo.cold.enabled \
+        and not forked(interp) and all(map(plain, args)) and all(map(plain, kwargs.values()))
     hits0 = len(interp.policy.warm_hits)  # (``before`` is the memo's: cached.store)
     reuse.begin_warm()
-    try:
-        results = run()
-    finally:
-        if log is not None:
-            read_trace.close(interp, log)
+    results, log = warm_share.call(interp, reuse, site, ref, args, kwargs, state, run, logged)
     made = reuse.end(site, ref, args, kwargs, state, results, len(interp.stack),
                      interp.policy.warm_hits[hits0:])
-    if made is not None and log is not None and not (log.dirty or log.trace or log.written):
+    if made is not None and logged and log is not None \
+            and not (log.dirty or log.trace or log.written):
         made.log = log
     return results
 

@@ -1,0 +1,69 @@
+"""Serving's warm calls replayed from an earlier leaf's record (interp/warm_share.py).
+
+A replay must change no result: every fixture (every warm call tried) and vLLM 0.20.0
+and 0.33.0 report the same with the records on as with every serving reuse off (the
+exact analysis); 0.33.0 must actually replay records (else these tests test nothing).
+The one condition found by a failing comparison is guarded: with warm paths that carry
+shadows recorded too, 0.20.0's report changes.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import VARIANTS, make_tree
+from test_built_reuse import _recorded
+
+from warmlint.check import analyze_tree
+from warmlint.interp import cold_share, read_trace, warm_share
+from warmlint.interp.reuse import CallReuse
+from warmlint.settings import Settings
+
+
+def _report(root) -> dict:
+    data = analyze_tree(root, Settings(), None).to_json()
+    data["stats"].pop("seconds", None)
+    return data
+
+
+def _exact(root, monkeypatch) -> dict:
+    with monkeypatch.context() as m:
+        m.setattr(warm_share.SharedWarmCalls, "enabled", False)
+        m.setattr(cold_share.SharedColdCalls, "enabled", False)
+        m.setattr(CallReuse, "enabled", False)
+        return _report(root)
+
+
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_a_fixture_reports_the_same_with_warm_records(tmp_path, monkeypatch, variant):
+    monkeypatch.setattr(warm_share, "CANDIDATE_STEPS", 0)  # every warm call tried
+    root = make_tree(tmp_path, variant)
+    assert _report(root) == _exact(root, monkeypatch)
+    assert not read_trace.OPEN  # every record closed
+
+
+@pytest.mark.network
+@pytest.mark.parametrize("version", ["0.20.0", "0.33.0"])
+def test_a_release_reports_the_same_with_warm_records(monkeypatch, version):
+    """0.33.0's leaves call the samplers' helpers alike on warm paths: replayed there,
+    with the exact analysis's report. 0.20.0 is where recording warm paths with shadows
+    changed the report."""
+    from conftest import release
+
+    root = release(version)
+    made = _recorded(monkeypatch, warm_share.SharedWarmCalls)
+    replayed = _report(root)
+    assert replayed == _exact(root, monkeypatch)
+    if version == "0.33.0":
+        assert sum(s.hits for s in made) >= 20
+
+
+@pytest.mark.network
+def test_warm_paths_with_shadows_are_not_recorded(monkeypatch):
+    """The guard is needed: recorded and replayed with their shadows, 0.20.0's warm calls
+    give a report the exact analysis does not."""
+    from conftest import release
+
+    root = release("0.20.0")
+    exact = _exact(root, monkeypatch)
+    monkeypatch.setattr(warm_share, "eligible", lambda state: True)
+    assert _report(root) != exact

@@ -1,0 +1,265 @@
+"""Warm serving calls the leaves make alike: a call on a warm serving path is replayed from
+an earlier leaf's record, keyed by what it read, with the divergences it opened.
+
+Why: every configuration leaf replays serving from the start, and most leaves call the
+sampler's expensive helpers on the same values while the path is still warm: on vLLM
+0.33.0 the 37 warm calls of ``Sampler.sample`` have 4 distinct inputs, on the fork
+aphrodite-engine 0.24.1 its 32 have 2 (docs/performance.md stop 46). Inside such a call
+the request is open, so it opens divergences (``apply_top_k_top_p_triton``: up to ~35
+cold paths a call) and runs each cold path to its return; ``cold_share.py`` shares the
+cold calls made past a divergence, not the warm call that opens them.
+
+Keyed and checked as ``cold_share.py`` keys a cold call (call site, callee, stack,
+whole-run set, arguments shallow; then the path's facts, configs, pc, shadows, the
+leaf's denied guards, every place of an older object it read, the config facts,
+globals, module-level values and cached calls it read, the warmup's answer to each
+question it asked). A replay gives every path the call returned, warm and cold (their
+facts, configs, divergence, crossed outcomes and shadows, per-request rows written),
+every sink it recorded (warm, or for its divergence) in order, its own objects and
+tables copied fresh and the arguments' swapped for the caller's, and what running it
+leaves behind (``cold_share.replayed``), and makes the caller's call-reuse entry
+(``reuse.CallReuse.end``) from the same reads and unwarmed outcomes. Not stored: what
+``cold_share`` refuses (an older object reached through no read or written, an error,
+a whole-run decision, an object's attribute set on the path heap, a dropped heap entry).
+The call-reuse entries of the calls it made inside are not replayed: a later cold call
+that would have reused one runs instead (``reuse.py`` changes no result).
+
+Only calls of a function whose earlier warm serving call took ``CANDIDATE_STEPS`` are
+recorded, on a warm path that carries no shadows (``eligible``), and not those of a
+function that failed to store ``MAX_FAILED`` times and never stored one (vLLM 0.34.0's
+``Sampler.__call__`` reuses a warm call that has no record: every time). A forked leaf
+looks records up and makes none. ``enabled`` is off only in
+tests, which compare.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import itertools
+
+from warmlint.interp import built, cold_share, read_trace, tables
+from warmlint.interp.cold_share import ColdLog, Foreign, denied_guards, effects, forked, replayed
+from warmlint.interp.summaries import trace_agrees
+from warmlint.interp.value_digest import Slot, copy_graph
+
+CANDIDATE_STEPS = 200  # a function's warm call worth the bookkeeping
+MAX_STORED = 4  # records per call site, callee, stack and arguments
+MAX_FAILED = 3  # a callee that failed to store this often, and never stored, is not tried
+
+
+@dataclass
+class WarmRecord:
+    facts: dict
+    cfg: dict
+    pc: object
+    shadows: tuple
+    depth: int
+    denied: tuple
+    paths: list  # (facts, cfg, div, crossed, shadows) per path
+    # copy_graph snapshot: ([(heap rows added, value) per path], [sink arguments])
+    snapshot: tuple
+    copies: bool
+    hits: list  # (divergence or None, SinkHit without arguments, its stack the callee's)
+    log: ColdLog
+    installs: dict
+    read_keys: frozenset
+    reads: set  # what its branches read (reuse.CallReuse.note)
+    tests: set  # inputs of the unwarmed outcomes its warm paths met
+    steps: int
+    div_tests: frozenset = frozenset()  # (none on a warm call: cold_share.replayed reads it)
+
+
+@dataclass
+class _Attempt:
+    key: tuple
+    log: ColdLog
+    denied: tuple
+    before: tuple
+    steps: int
+    memo_keys: dict
+    taps: list
+    outer_keys: set = None
+    read_keys: frozenset = frozenset()
+
+
+class SharedWarmCalls:
+    enabled = True  # off only in tests, which check that it changes no result
+
+    def __init__(self):
+        self.stored: dict = {}  # key -> [WarmRecord]
+        self.worth: set = set()  # callees a warm serving call of took CANDIDATE_STEPS
+        self.failed: dict = {}  # callee -> records it failed to make, while it made none
+        self.hits = 0
+
+    def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> _Attempt | None:
+        if not self.enabled or ref.dotted not in self.worth or not eligible(state) \
+                or self.failed.get(ref.dotted, 0) >= MAX_FAILED:
+            return None
+        log = ColdLog.starting(state)
+        try:
+            head = log.walk.one((list(args), kwargs))
+        except RecursionError:
+            return None
+        stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
+                      for f in interp.stack)
+        return _Attempt((id(site), ref.dotted, stack, frozenset(interp.driver.whole_run), head),
+                        log, denied_guards(interp.driver), effects(interp)[:-1], interp.steps,
+                        {name: len(memo) for name, memo in built.memos(interp)}, [])
+
+    def lookup(self, interp, attempt: _Attempt, state) -> tuple | None:
+        depth = len(interp.stack)
+        for rec in self.stored.get(attempt.key, ()):
+            if (rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
+                    and rec.denied == attempt.denied and rec.facts == state.facts
+                    and rec.shadows == state.shadows
+                    and interp.steps + rec.steps <= interp.settings.max_steps):
+                try:
+                    found = trace_agrees(rec.log, attempt.log.walk, state) \
+                        if cold_share.leaf_agrees(interp, rec) else None
+                except RecursionError:
+                    found = None
+                if found is not None:
+                    self.hits += 1
+                    return rec, found
+        return None
+
+    def open(self, interp, attempt: _Attempt) -> None:
+        read_trace.open_log(interp, attempt.log)
+        interp.policy.taps.append(attempt.taps)
+        attempt.outer_keys, interp.read_keys = interp.read_keys, set()
+
+    def close(self, interp, attempt: _Attempt) -> None:
+        read_trace.close(interp, attempt.log)
+        taps = interp.policy.taps
+        del taps[next(i for i, tap in enumerate(taps) if tap is attempt.taps)]
+        attempt.read_keys = frozenset(interp.read_keys)
+        interp.read_keys = attempt.outer_keys | interp.read_keys
+
+    def end(self, interp, attempt: _Attempt, state, results: list, reads: set,
+            tests: set) -> None:
+        """Store the call when it can be; count a callee's failures until it stores one."""
+        callee = attempt.key[1]
+        if self._store(interp, attempt, state, results, reads, tests):
+            self.failed[callee] = -1  # (it stored one: always tried)
+        elif self.failed.get(callee, 0) >= 0:
+            self.failed[callee] = self.failed.get(callee, 0) + 1
+
+    def _store(self, interp, attempt: _Attempt, state, results: list, reads: set,
+               tests: set) -> bool:
+        log = attempt.log
+        if log.dirty or log.written or effects(interp)[:-1] != attempt.before:
+            return False
+        numbers = log.walk.seen
+        paths, outs = [], []
+        for after, value in results:
+            added = []
+            for key, held in after.heap.items():
+                if state.heap.get(key, read_trace.MISSING) is held:
+                    continue
+                if key[0] != "rows":
+                    return False  # an object's attribute: not replayed
+                added.append((key, held))
+            if len(after.heap) - len(added) != len(state.heap):
+                return False  # it dropped an entry
+            paths.append((after.facts, after.cfg, after.div, after.crossed, after.shadows))
+            outs.append((added, value))
+        met = []
+
+        def keep(v):
+            met.append(v)
+            if id(v) in numbers:
+                return Slot(numbers[id(v)])
+            if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
+                return None  # its own: copied
+            raise Foreign
+
+        depth = len(interp.stack)
+        try:
+            snapshot = copy_graph((outs, [hit.args for _, hit in attempt.taps]), keep)
+        except (Foreign, RecursionError):
+            return False
+        installs = {}
+        for name, memo in built.memos(interp):
+            for key in itertools.islice(memo, attempt.memo_keys[name], None):
+                if not isinstance(memo[key], built.PLAIN) and built.objects(memo[key]):
+                    return False
+                installs[(name, key)] = memo[key]
+        kept = self.stored.setdefault(attempt.key, [])
+        if len(kept) < MAX_STORED:
+            kept.append(WarmRecord(
+                state.facts, state.cfg, state.pc, state.shadows, depth, attempt.denied, paths,
+                snapshot, bool(met),
+                [(div, replace(hit, args={}, stack=hit.stack[depth:]))
+                 for div, hit in attempt.taps],
+                log, installs, attempt.read_keys, set(reads), set(tests),
+                interp.steps - attempt.steps))
+        return True
+
+
+def eligible(state) -> bool:
+    """A warm path carrying shadows (shadows.py: divergences that rejoined it) is not
+    recorded: replayed there, vLLM 0.20.0's report changed (tests/test_warm_share.py),
+    and no cause was found in the time given (docs/performance.md stop 46)."""
+    return not state.shadows
+
+
+def replay(interp, rec: WarmRecord, found: list, state) -> list:
+    """The record's paths for ``state``, after recording its sinks and leaving behind what
+    running the call would have (a graph too deep to copy raises RecursionError first)."""
+    outs, hit_args = copy_graph(rec.snapshot, lambda v: found[v.n] if type(v) is Slot
+                                else None) if rec.copies else rec.snapshot
+    read_trace.reread(rec.log, found, state)
+    replayed(interp, rec)
+    for inputs in rec.tests:
+        interp.reuse.note_warm_test(inputs)
+    stack = interp.stack_names()
+    policy = interp.policy
+    for (div, hit), args in zip(rec.hits, hit_args):
+        at = state if div is state.div else state.evolve(div=div)
+        policy.sink(interp, at, replace(hit, args=args, stack=stack + hit.stack))
+    interp.sinks_hit += len(rec.hits)
+    paths = []
+    for (facts, cfg, div, crossed, shadows), (added, value) in zip(rec.paths, outs):
+        heap = {**state.heap, **dict(added)} if added else state.heap
+        paths.append((state.evolve(facts=facts, cfg=cfg, div=div, crossed=crossed,
+                                   shadows=shadows, heap=heap), value))
+    return paths
+
+
+def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run, logged: bool):
+    """A warm serving call (warm_records.warm_call): (results, what it read or None).
+    ``run()`` runs it; ``reuse`` has begun the call's entry; ``logged``: what it reads is
+    wanted (a ColdLog) even where no record is tried."""
+    shared = interp.memo.warm
+    attempt = shared.begin(interp, site, ref, args, kwargs, state) \
+        if shared is not None and not interp.policy.filling else None
+    log = None
+    if attempt is not None:
+        got = shared.lookup(interp, attempt, state)
+        if got is not None:
+            try:
+                return replay(interp, *got, state), got[0].log
+            except RecursionError:
+                pass  # (nothing left behind yet: run it)
+        if forked(interp):
+            attempt = None  # its records would serve no other leaf
+        else:
+            shared.open(interp, attempt)
+            log = attempt.log
+    if attempt is None and logged:
+        log = ColdLog.starting(state)
+        read_trace.open_log(interp, log)
+    steps = interp.steps
+    try:
+        results = run()
+    finally:
+        if attempt is not None:
+            shared.close(interp, attempt)
+        elif log is not None:
+            read_trace.close(interp, log)
+    if shared is not None and interp.steps - steps >= CANDIDATE_STEPS:
+        shared.worth.add(ref.dotted)
+    if attempt is not None:
+        shared.end(interp, attempt, state, results, reuse.reads[-1], reuse.warm_tests[-1])
+    return results, log
