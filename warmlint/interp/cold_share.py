@@ -83,7 +83,9 @@ class Record:
 
 
 @dataclass
-class _Attempt:
+class Attempt:
+    """A call being looked up, then recorded (here and in warm_share.py)."""
+
     key: tuple
     log: ColdLog
     denied: tuple
@@ -92,6 +94,23 @@ class _Attempt:
     memo_keys: dict
     outer_keys: set = None  # the caller's branch reads, while the call runs (``open``)
     read_keys: frozenset = frozenset()  # what the call's branches read (``close``)
+    taps: list = None  # the sinks recorded while it runs (warm calls: ServingPass.taps)
+
+
+def attempt(interp, site, ref, args: list, kwargs: dict, state, before: tuple) -> Attempt | None:
+    """The key (call site, callee, stack, whole-run set, arguments shallow) and what a
+    record checks, of a call about to run; None for arguments too deep to walk."""
+    log = ColdLog.starting(state)
+    try:
+        head = log.walk.one((list(args), kwargs))
+    except RecursionError:
+        return None
+    stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
+                  for f in interp.stack)
+    driver = interp.driver
+    return Attempt((id(site), ref.dotted, stack, frozenset(driver.whole_run), head), log,
+                   denied_guards(driver), before, interp.steps,
+                   {name: len(memo) for name, memo in built.memos(interp)})
 
 
 class SharedColdCalls:
@@ -101,94 +120,44 @@ class SharedColdCalls:
         self.stored: dict = {}  # (site id, callee, stack, whole-run, arguments) -> [Record]
         self.hits = 0
 
-    def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> _Attempt | None:
+    def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> Attempt | None:
         if not self.enabled or state.shadows:
             return None
-        log = ColdLog.starting(state)
-        try:
-            head = log.walk.one((list(args), kwargs))
-        except RecursionError:
-            return None
-        stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
-                      for f in interp.stack)
-        driver = interp.driver
-        return _Attempt((id(site), ref.dotted, stack, frozenset(driver.whole_run), head), log,
-                        denied_guards(driver), effects(interp), interp.steps,
-                        {name: len(memo) for name, memo in built.memos(interp)})
+        return attempt(interp, site, ref, args, kwargs, state, effects(interp))
 
-    def lookup(self, interp, attempt: _Attempt, state) -> tuple | None:
+    def lookup(self, interp, attempt: Attempt, state) -> tuple | None:
         """(record, the objects its reads name, as they are now), or None."""
         depth = len(interp.stack)
-        for rec in self.stored.get(attempt.key, ()):
-            if (rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
-                    and rec.crossed == state.crossed and rec.denied == attempt.denied
-                    and rec.facts == state.facts
-                    and all(bool(t & rec.inputs) == bool(t & state.div.inputs)
-                            for t in rec.div_tests)
-                    and interp.steps + rec.steps <= interp.settings.max_steps):
-                try:  # (a graph too deep to walk: not taken)
-                    found = trace_agrees(rec.log, attempt.log.walk, state) \
-                        if leaf_agrees(interp, rec) else None
-                except RecursionError:
-                    found = None
-                if found is not None:
-                    self.hits += 1
-                    return rec, found
-        return None
+        return take(self, interp, attempt, state, lambda rec: (
+            rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
+            and rec.crossed == state.crossed and rec.denied == attempt.denied
+            and rec.facts == state.facts
+            and all(bool(t & rec.inputs) == bool(t & state.div.inputs) for t in rec.div_tests)))
 
-    def open(self, interp, attempt: _Attempt) -> None:
+    def open(self, interp, attempt: Attempt) -> None:
         read_trace.open_log(interp, attempt.log)
         attempt.outer_keys, interp.read_keys = interp.read_keys, set()
 
-    def close(self, interp, attempt: _Attempt) -> None:
+    def close(self, interp, attempt: Attempt) -> None:
         read_trace.close(interp, attempt.log)
         attempt.read_keys = frozenset(interp.read_keys)
         interp.read_keys = attempt.outer_keys | interp.read_keys
 
-    def end(self, interp, attempt: _Attempt, call, state, results: list) -> None:
+    def end(self, interp, attempt: Attempt, call, state, results: list) -> None:
         """Store the call (``call``: the reuse.ColdCall it made) when it can be."""
         log = attempt.log
         if log.dirty or log.written or effects(interp) != attempt.before:
             return
-        numbers = log.walk.seen
-        paths, outs = [], []
-        for after, value in results:
-            added = []
-            for key, held in after.heap.items():
-                if state.heap.get(key, read_trace.MISSING) is held:
-                    continue
-                if key[0] != "rows":
-                    return  # an object's attribute: not replayed
-                added.append((key, held))
-            if len(after.heap) - len(added) != len(state.heap):
-                return  # it dropped an entry
-            paths.append((after.facts, after.cfg))
-            outs.append((added, value))
-
-        met = []  # objects, tables: a replay must copy (else it shares the values as they are)
-
-        def keep(v):
-            met.append(v)
-            if id(v) in numbers:
-                return Slot(numbers[id(v)])
-            if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
-                return None  # its own: copied
-            raise Foreign
-
-        try:
-            snapshot = copy_graph((outs, [h.args for h in call.hits]), keep)
-        except (Foreign, RecursionError):
+        outs = outputs(state, results)
+        taken = snapshot(log, outs, [h.args for h in call.hits]) if outs is not None else None
+        installs = made_installs(interp, attempt.memo_keys) if taken is not None else None
+        if installs is None:
             return
-        installs = {}
-        for name, memo in built.memos(interp):  # (memos only grow, in order)
-            for key in itertools.islice(memo, attempt.memo_keys[name], None):
-                if not isinstance(memo[key], built.PLAIN) and built.objects(memo[key]):
-                    return
-                installs[(name, key)] = memo[key]
+        paths = [(after.facts, after.cfg) for after, _ in results]
         kept = self.stored.setdefault(attempt.key, [])
         call.record = Record(
             state.facts, state.cfg, state.pc, state.crossed, state.div.inputs, call.depth,
-            call.reads, call.div_tests, paths, snapshot, bool(met),
+            call.reads, call.div_tests, paths, *taken,
             [replace(h, args={}) for h in call.hits], log, installs, attempt.read_keys,
             interp.steps - attempt.steps, attempt.denied)
         if len(kept) < MAX_STORED:
@@ -197,6 +166,78 @@ class SharedColdCalls:
 
 class Foreign(Exception):
     """An older object the call reached through no read (a global's)."""
+
+
+def take(shared, interp, attempt: Attempt, state, fits) -> tuple | None:
+    """The first of ``shared``'s records for the attempt's key that ``fits`` the path,
+    fits the step budget and whose reads agree: (record, the objects they name), or None."""
+    for rec in shared.stored.get(attempt.key, ()):
+        if fits(rec) and interp.steps + rec.steps <= interp.settings.max_steps:
+            found = agreed(interp, rec, attempt.log.walk, state)
+            if found is not None:
+                shared.hits += 1
+                return rec, found
+    return None
+
+
+def agreed(interp, rec, head, state) -> list | None:
+    """The objects ``rec``'s reads name, as they are now, when everything it read agrees
+    (the leaf's answers, facts and globals, then every place); a graph too deep to walk
+    is not taken."""
+    try:
+        return trace_agrees(rec.log, head, state) if leaf_agrees(interp, rec) else None
+    except RecursionError:
+        return None
+
+
+def outputs(state, results: list) -> list | None:
+    """(per-request rows written, value) per path, or None where a path set an
+    object's attribute on the path heap or dropped an entry (not replayed)."""
+    outs = []
+    for after, value in results:
+        added = []
+        for key, held in after.heap.items():
+            if state.heap.get(key, read_trace.MISSING) is held:
+                continue
+            if key[0] != "rows":
+                return None
+            added.append((key, held))
+        if len(after.heap) - len(added) != len(state.heap):
+            return None
+        outs.append((added, value))
+    return outs
+
+
+def snapshot(log: CallLog, outs: list, hit_args: list) -> tuple | None:
+    """(copy_graph snapshot of the paths' outputs and the sinks' arguments, whether it
+    holds objects or tables a replay must copy), or None where it reaches an older
+    object through no read."""
+    numbers, met = log.walk.seen, []
+
+    def keep(v):
+        met.append(v)
+        if id(v) in numbers:
+            return Slot(numbers[id(v)])
+        if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
+            return None  # its own: copied
+        raise Foreign
+
+    try:
+        return copy_graph((outs, hit_args), keep), bool(met)
+    except (Foreign, RecursionError):
+        return None
+
+
+def made_installs(interp, memo_keys: dict) -> dict | None:
+    """The memo entries made since ``memo_keys`` (memos only grow, in order), or None
+    where one holds an object."""
+    installs = {}
+    for name, memo in built.memos(interp):
+        for key in itertools.islice(memo, memo_keys[name], None):
+            if not isinstance(memo[key], built.PLAIN) and built.objects(memo[key]):
+                return None
+            installs[(name, key)] = memo[key]
+    return installs
 
 
 def forked(interp) -> bool:

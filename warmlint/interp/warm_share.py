@@ -36,11 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-import itertools
-
-from warmlint.interp import built, cold_share, read_trace, tables
-from warmlint.interp.cold_share import ColdLog, Foreign, denied_guards, effects, forked, replayed
-from warmlint.interp.summaries import trace_agrees
+from warmlint.interp import cold_share, read_trace
+from warmlint.interp.cold_share import Attempt, ColdLog, effects, forked, replayed
 from warmlint.interp.value_digest import Slot, copy_graph
 
 CANDIDATE_STEPS = 200  # a function's warm call worth the bookkeeping
@@ -70,19 +67,6 @@ class WarmRecord:
     div_tests: frozenset = frozenset()  # (none on a warm call: cold_share.replayed reads it)
 
 
-@dataclass
-class _Attempt:
-    key: tuple
-    log: ColdLog
-    denied: tuple
-    before: tuple
-    steps: int
-    memo_keys: dict
-    taps: list
-    outer_keys: set = None
-    read_keys: frozenset = frozenset()
-
-
 class SharedWarmCalls:
     enabled = True  # off only in tests, which check that it changes no result
 
@@ -92,51 +76,32 @@ class SharedWarmCalls:
         self.failed: dict = {}  # callee -> records it failed to make, while it made none
         self.hits = 0
 
-    def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> _Attempt | None:
+    def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> Attempt | None:
         if not self.enabled or ref.dotted not in self.worth or not eligible(state) \
                 or self.failed.get(ref.dotted, 0) >= MAX_FAILED:
             return None
-        log = ColdLog.starting(state)
-        try:
-            head = log.walk.one((list(args), kwargs))
-        except RecursionError:
-            return None
-        stack = tuple((f.module, f.qualname, f.warmup, f.lazy_locals is not None)
-                      for f in interp.stack)
-        return _Attempt((id(site), ref.dotted, stack, frozenset(interp.driver.whole_run), head),
-                        log, denied_guards(interp.driver), effects(interp)[:-1], interp.steps,
-                        {name: len(memo) for name, memo in built.memos(interp)}, [])
+        made = cold_share.attempt(interp, site, ref, args, kwargs, state, effects(interp)[:-1])
+        if made is not None:
+            made.taps = []
+        return made
 
-    def lookup(self, interp, attempt: _Attempt, state) -> tuple | None:
+    def lookup(self, interp, attempt: Attempt, state) -> tuple | None:
         depth = len(interp.stack)
-        for rec in self.stored.get(attempt.key, ()):
-            if (rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
-                    and rec.denied == attempt.denied and rec.facts == state.facts
-                    and rec.shadows == state.shadows
-                    and interp.steps + rec.steps <= interp.settings.max_steps):
-                try:
-                    found = trace_agrees(rec.log, attempt.log.walk, state) \
-                        if cold_share.leaf_agrees(interp, rec) else None
-                except RecursionError:
-                    found = None
-                if found is not None:
-                    self.hits += 1
-                    return rec, found
-        return None
+        return cold_share.take(self, interp, attempt, state, lambda rec: (
+            rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
+            and rec.denied == attempt.denied and rec.facts == state.facts
+            and rec.shadows == state.shadows))
 
-    def open(self, interp, attempt: _Attempt) -> None:
-        read_trace.open_log(interp, attempt.log)
+    def open(self, interp, attempt: Attempt) -> None:
+        cold_share.SharedColdCalls.open(self, interp, attempt)
         interp.policy.taps.append(attempt.taps)
-        attempt.outer_keys, interp.read_keys = interp.read_keys, set()
 
-    def close(self, interp, attempt: _Attempt) -> None:
-        read_trace.close(interp, attempt.log)
+    def close(self, interp, attempt: Attempt) -> None:
+        cold_share.SharedColdCalls.close(self, interp, attempt)
         taps = interp.policy.taps
         del taps[next(i for i, tap in enumerate(taps) if tap is attempt.taps)]
-        attempt.read_keys = frozenset(interp.read_keys)
-        interp.read_keys = attempt.outer_keys | interp.read_keys
 
-    def end(self, interp, attempt: _Attempt, state, results: list, reads: set,
+    def end(self, interp, attempt: Attempt, state, results: list, reads: set,
             tests: set) -> None:
         """Store the call when it can be; count a callee's failures until it stores one."""
         callee = attempt.key[1]
@@ -145,51 +110,26 @@ class SharedWarmCalls:
         elif self.failed.get(callee, 0) >= 0:
             self.failed[callee] = self.failed.get(callee, 0) + 1
 
-    def _store(self, interp, attempt: _Attempt, state, results: list, reads: set,
+    def _store(self, interp, attempt: Attempt, state, results: list, reads: set,
                tests: set) -> bool:
         log = attempt.log
         if log.dirty or log.written or effects(interp)[:-1] != attempt.before:
             return False
-        numbers = log.walk.seen
-        paths, outs = [], []
-        for after, value in results:
-            added = []
-            for key, held in after.heap.items():
-                if state.heap.get(key, read_trace.MISSING) is held:
-                    continue
-                if key[0] != "rows":
-                    return False  # an object's attribute: not replayed
-                added.append((key, held))
-            if len(after.heap) - len(added) != len(state.heap):
-                return False  # it dropped an entry
-            paths.append((after.facts, after.cfg, after.div, after.crossed, after.shadows))
-            outs.append((added, value))
-        met = []
-
-        def keep(v):
-            met.append(v)
-            if id(v) in numbers:
-                return Slot(numbers[id(v)])
-            if (v.tid > log.tid0) if type(v) is tables.Table else (v.oid > log.oid0):
-                return None  # its own: copied
-            raise Foreign
-
-        depth = len(interp.stack)
-        try:
-            snapshot = copy_graph((outs, [hit.args for _, hit in attempt.taps]), keep)
-        except (Foreign, RecursionError):
+        outs = cold_share.outputs(state, results)
+        taken = cold_share.snapshot(log, outs, [hit.args for _, hit in attempt.taps]) \
+            if outs is not None else None
+        installs = cold_share.made_installs(interp, attempt.memo_keys) \
+            if taken is not None else None
+        if installs is None:
             return False
-        installs = {}
-        for name, memo in built.memos(interp):
-            for key in itertools.islice(memo, attempt.memo_keys[name], None):
-                if not isinstance(memo[key], built.PLAIN) and built.objects(memo[key]):
-                    return False
-                installs[(name, key)] = memo[key]
+        paths = [(after.facts, after.cfg, after.div, after.crossed, after.shadows)
+                 for after, _ in results]
+        depth = len(interp.stack)
         kept = self.stored.setdefault(attempt.key, [])
         if len(kept) < MAX_STORED:
             kept.append(WarmRecord(
                 state.facts, state.cfg, state.pc, state.shadows, depth, attempt.denied, paths,
-                snapshot, bool(met),
+                *taken,
                 [(div, replace(hit, args={}, stack=hit.stack[depth:]))
                  for div, hit in attempt.taps],
                 log, installs, attempt.read_keys, set(reads), set(tests),
