@@ -3,8 +3,8 @@
 A replay must change no result: every fixture (every warm call tried) and vLLM 0.20.0
 and 0.33.0 report the same with the records on as with every serving reuse off (the
 exact analysis); 0.33.0 must actually replay records (else these tests test nothing).
-The one condition found by a failing comparison is guarded: with warm paths that carry
-shadows recorded too, 0.20.0's report changes.
+What a failing comparison found is tested: replayed as equal copies rather than as the
+caller's own values (``ValueSlot``), 0.20.0's report changes.
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ def test_a_fixture_reports_the_same_with_warm_records(tmp_path, monkeypatch, var
 @pytest.mark.parametrize("version", ["0.20.0", "0.33.0"])
 def test_a_release_reports_the_same_with_warm_records(monkeypatch, version):
     """0.33.0's leaves call the samplers' helpers alike on warm paths: replayed there,
-    with the exact analysis's report. 0.20.0 is where recording warm paths with shadows
-    changed the report."""
+    with the exact analysis's report. 0.20.0 is where replays that copied the caller's
+    values changed the report."""
     from conftest import release
 
     root = release(version)
@@ -58,12 +58,14 @@ def test_a_release_reports_the_same_with_warm_records(monkeypatch, version):
 
 
 @pytest.mark.network
-def test_warm_paths_with_shadows_are_not_recorded(monkeypatch):
-    """The guard is needed: recorded and replayed with their shadows, 0.20.0's warm calls
-    give a report the exact analysis does not."""
+def test_a_replay_gives_the_callers_own_values(monkeypatch):
+    """The values a call got from its arguments or reads are replayed as the caller's
+    own, not as equal copies: ``values.same`` tells most values apart by identity, and
+    with copies 0.20.0's cold paths no longer rejoin its warm ones as they do when the
+    calls run, so its report changes."""
     from conftest import release
 
     root = release("0.20.0")
     exact = _exact(root, monkeypatch)
-    monkeypatch.setattr(warm_share, "eligible", lambda state: True)
+    monkeypatch.setattr(warm_share, "VALUE_SLOTS", False)
     assert _report(root) != exact

@@ -37,10 +37,10 @@ import itertools
 from dataclasses import dataclass, field, replace
 
 from warmlint.interp import built, read_trace, tables
-from warmlint.interp.read_trace import CallLog
+from warmlint.interp.read_trace import CallLog, Shallow
 from warmlint.interp.reuse import _rebase
-from warmlint.interp.summaries import trace_agrees
-from warmlint.interp.value_digest import Slot, copy_graph
+from warmlint.interp.summaries import trace_walk
+from warmlint.interp.value_digest import Slot, ValueSlot, copy_graph
 
 MAX_STORED = 8  # records per call site, callee and stack
 
@@ -97,10 +97,14 @@ class Attempt:
     taps: list = None  # the sinks recorded while it runs (warm calls: ServingPass.taps)
 
 
-def attempt(interp, site, ref, args: list, kwargs: dict, state, before: tuple) -> Attempt | None:
+def attempt(interp, site, ref, args: list, kwargs: dict, state, before: tuple,
+            values: bool = False) -> Attempt | None:
     """The key (call site, callee, stack, whole-run set, arguments shallow) and what a
-    record checks, of a call about to run; None for arguments too deep to walk."""
+    record checks, of a call about to run; None for arguments too deep to walk.
+    ``values``: the walk numbers every value (``read_trace.Shallow``)."""
     log = ColdLog.starting(state)
+    if values:
+        log.walk = Shallow(values=True)
     try:
         head = log.walk.one((list(args), kwargs))
     except RecursionError:
@@ -128,11 +132,12 @@ class SharedColdCalls:
     def lookup(self, interp, attempt: Attempt, state) -> tuple | None:
         """(record, the objects its reads name, as they are now), or None."""
         depth = len(interp.stack)
-        return take(self, interp, attempt, state, lambda rec: (
+        got = take(self, interp, attempt, state, lambda rec: (
             rec.depth == depth and rec.cfg == state.cfg and rec.pc == state.pc
             and rec.crossed == state.crossed and rec.denied == attempt.denied
             and rec.facts == state.facts
             and all(bool(t & rec.inputs) == bool(t & state.div.inputs) for t in rec.div_tests)))
+        return None if got is None else (got[0], got[1].found)
 
     def open(self, interp, attempt: Attempt) -> None:
         read_trace.open_log(interp, attempt.log)
@@ -170,22 +175,23 @@ class Foreign(Exception):
 
 def take(shared, interp, attempt: Attempt, state, fits) -> tuple | None:
     """The first of ``shared``'s records for the attempt's key that ``fits`` the path,
-    fits the step budget and whose reads agree: (record, the objects they name), or None."""
+    fits the step budget and whose reads agree: (record, the walk of what they name), or
+    None."""
     for rec in shared.stored.get(attempt.key, ()):
         if fits(rec) and interp.steps + rec.steps <= interp.settings.max_steps:
-            found = agreed(interp, rec, attempt.log.walk, state)
-            if found is not None:
+            walk = agreed(interp, rec, attempt.log.walk, state)
+            if walk is not None:
                 shared.hits += 1
-                return rec, found
+                return rec, walk
     return None
 
 
-def agreed(interp, rec, head, state) -> list | None:
-    """The objects ``rec``'s reads name, as they are now, when everything it read agrees
-    (the leaf's answers, facts and globals, then every place); a graph too deep to walk
-    is not taken."""
+def agreed(interp, rec, head, state):
+    """The walk of what ``rec``'s reads name, as it is now (``summaries.trace_walk``),
+    when everything it read agrees (the leaf's answers, facts and globals, then every
+    place); a graph too deep to walk is not taken."""
     try:
-        return trace_agrees(rec.log, head, state) if leaf_agrees(interp, rec) else None
+        return trace_walk(rec.log, head, state) if leaf_agrees(interp, rec) else None
     except RecursionError:
         return None
 
@@ -211,8 +217,9 @@ def outputs(state, results: list) -> list | None:
 def snapshot(log: CallLog, outs: list, hit_args: list) -> tuple | None:
     """(copy_graph snapshot of the paths' outputs and the sinks' arguments, whether it
     holds objects or tables a replay must copy), or None where it reaches an older
-    object through no read."""
-    numbers, met = log.walk.seen, []
+    object through no read. Where the walk numbered values, each value it met is a
+    ``ValueSlot``."""
+    numbers, met, value_ids = log.walk.seen, [], log.walk.value_ids
 
     def keep(v):
         met.append(v)
@@ -222,8 +229,13 @@ def snapshot(log: CallLog, outs: list, hit_args: list) -> tuple | None:
             return None  # its own: copied
         raise Foreign
 
+    def keep_value(v):
+        n = value_ids.get(id(v))
+        return None if n is None else ValueSlot(n)
+
     try:
-        return copy_graph((outs, hit_args), keep), bool(met)
+        return copy_graph((outs, hit_args), keep,
+                          keep_value if value_ids is not None else None), bool(met)
     except (Foreign, RecursionError):
         return None
 

@@ -17,7 +17,7 @@ from warmlint.interp import built, tables
 from warmlint.interp.value_digest import (
     FIELDS, FROZEN, KINDS, MAPPING, NUMBER, OBJECT, SEQUENCE, SET, STR, kind_of,
 )
-from warmlint.values import _OBJ_IDS, Obj
+from warmlint.values import _OBJ_IDS, Obj, Value
 
 OPEN: list = []  # the CallLogs of the calls being recorded, innermost last
 
@@ -28,10 +28,14 @@ class Shallow:
     """Values as a call read them: objects and tables numbered by first appearance (with
     their class and flags, not their contents: those are read attribute by attribute)."""
 
-    def __init__(self):
+    def __init__(self, values: bool = False):
         self.seen: dict = {}  # id -> number
         self.found: list = []  # objects and tables by number
         self.held: list = []  # what it named by identity
+        # With ``values``: every other value by number too (id -> number, and the values),
+        # a repeated one named by its number (warm_share.py replays them as the caller's).
+        self.value_ids: dict | None = {} if values else None
+        self.values: list = []
 
     def one(self, v):
         t = type(v)
@@ -60,6 +64,12 @@ class Shallow:
         if kind is MAPPING:
             return ("dict",) + tuple((self.one(k), self.one(x)) for k, x in v.items())
         if kind is FIELDS:
+            if self.value_ids is not None and isinstance(v, Value):
+                n = self.value_ids.get(id(v))
+                if n is not None:
+                    return ("value", n)
+                self.value_ids[id(v)] = len(self.values)
+                self.values.append(v)
             return (t.__name__,) + tuple(self.one(x) for x in v.__dict__.values())
         if v is MISSING:
             return ("missing",)
@@ -69,6 +79,8 @@ class Shallow:
     def copy(self) -> "Shallow":
         other = Shallow()
         other.seen, other.found = dict(self.seen), list(self.found)
+        if self.value_ids is not None:
+            other.value_ids, other.values = dict(self.value_ids), list(self.values)
         return other
 
 

@@ -152,6 +152,12 @@ class CallSummaries(built.Reuses):
 def trace_agrees(log: CallLog, head: Shallow, state) -> list | None:
     """The objects and tables the stored reads name, as they are before this call, when
     every read gives what it gave the stored call; else None."""
+    walk = trace_walk(log, head, state)
+    return None if walk is None else walk.found
+
+
+def trace_walk(log: CallLog, head: Shallow, state) -> Shallow | None:
+    """``trace_agrees``'s walk (its objects, tables and, where numbered, values), or None."""
     walk = head.copy()
     for item in log.trace:
         if item[0] == "attr":
@@ -160,7 +166,7 @@ def trace_agrees(log: CallLog, head: Shallow, state) -> list | None:
                 return None
         elif walk.one(state.heap.get(walk.found[item[1]].key, MISSING)) != item[2]:
             return None
-    return walk.found
+    return walk
 
 
 def _summary(interp, attempt: _Attempt, state, results: list) -> Summary | None:

@@ -175,15 +175,27 @@ class Slot:
     n: int
 
 
-def copy_graph(value, keep) -> object:
+@dataclass(frozen=True)
+class ValueSlot:
+    """A placeholder in a stored copy: the ``n``-th value the arguments and reads held
+    (``read_trace.Shallow.values``), replayed as the caller's own value, not an equal
+    one: ``values.same`` tells most values apart by identity."""
+
+    n: int
+
+
+def copy_graph(value, keep, keep_value=None, fresh: bool = False) -> object:
     """A copy of ``value``'s graph: ``keep(v)`` gives the replacement of an object, a
-    table or a ``Slot``, or None to copy it (a fresh object id, a fresh table)."""
-    return _Copy(keep).one(value)
+    table or a ``Slot``/``ValueSlot``, or None to copy it (a fresh object id, a fresh
+    table); ``keep_value(v)`` likewise for any other value (None: copied). Values that
+    hold no object are shared, unless ``fresh``: each copy its own, as a call that ran
+    again would make them (``values.same`` tells them apart by identity)."""
+    return _Copy(keep, keep_value, fresh).one(value)
 
 
 class _Copy:
-    def __init__(self, keep):
-        self.keep = keep
+    def __init__(self, keep, keep_value=None, fresh: bool = False):
+        self.keep, self.keep_value, self.fresh = keep, keep_value, fresh
         self.done: dict = {}  # id -> copy, for objects, tables, lists, dicts and values
 
     def one(self, v):
@@ -207,11 +219,16 @@ class _Copy:
             for k, x in v.items():
                 out[self.one(k)] = self.one(x)
             return out
-        if t is Obj or t is Table or t is Slot:
+        if t is Obj or t is Table or t is Slot or t is ValueSlot:
             return self._object(v)
         if isinstance(v, Value):
+            if self.keep_value is not None:
+                out = self.keep_value(v)
+                if out is not None:
+                    self.done[id(v)] = out
+                    return out
             fields = {k: self.one(x) for k, x in v.__dict__.items()}
-            if all(fields[k] is x for k, x in v.__dict__.items()):
+            if not self.fresh and all(fields[k] is x for k, x in v.__dict__.items()):
                 out = v
             else:
                 out = object.__new__(t)

@@ -15,21 +15,25 @@ leaf's denied guards, every place of an older object it read, the config facts,
 globals, module-level values and cached calls it read, the warmup's answer to each
 question it asked). A replay gives every path the call returned, warm and cold (their
 facts, configs, divergence, crossed outcomes and shadows, per-request rows written),
-every sink it recorded (warm, or for its divergence) in order, its own objects and
-tables copied fresh and the arguments' swapped for the caller's, and what running it
+every sink it recorded (warm, or for its divergence) in order, and what running it
 leaves behind (``cold_share.replayed``), and makes the caller's call-reuse entry
-(``reuse.CallReuse.end``) from the same reads and unwarmed outcomes. Not stored: what
-``cold_share`` refuses (an older object reached through no read or written, an error,
-a whole-run decision, an object's attribute set on the path heap, a dropped heap entry).
-The call-reuse entries of the calls it made inside are not replayed: a later cold call
-that would have reused one runs instead (``reuse.py`` changes no result).
+(``reuse.CallReuse.end``) from the same reads and unwarmed outcomes. Its values are
+the caller's own where the call got them from its arguments or reads (a
+``ValueSlot``: the walk that keys the call numbers every value, not only objects), and
+fresh copies otherwise: ``values.same`` tells most values apart by identity, so an
+equal copy of the caller's value would not rejoin the caller's paths (shadows.py) where
+the value itself does; without them vLLM 0.20.0's report changed (docs/performance.md
+stop 46). Not stored: what ``cold_share`` refuses (an older object reached through no
+read or written, an error, a whole-run decision, an object's attribute set on the path
+heap, a dropped heap entry). The call-reuse entries of the calls it made inside are not
+replayed: a later cold call that would have reused one runs instead (``reuse.py``
+changes no result).
 
 Only calls of a function whose earlier warm serving call took ``CANDIDATE_STEPS`` are
-recorded, on a warm path that carries no shadows (``eligible``), and not those of a
-function that failed to store ``MAX_FAILED`` times and never stored one (vLLM 0.34.0's
-``Sampler.__call__`` reuses a warm call that has no record: every time). A forked leaf
-looks records up and makes none. ``enabled`` is off only in
-tests, which compare.
+recorded, and not those of a function that failed to store ``MAX_FAILED`` times and
+never stored one (vLLM 0.34.0's ``Sampler.__call__`` reuses a warm call that has no
+record: every time). A forked leaf looks records up and makes none. ``enabled`` is off
+only in tests, which compare.
 """
 
 from __future__ import annotations
@@ -38,11 +42,12 @@ from dataclasses import dataclass, replace
 
 from warmlint.interp import cold_share, read_trace
 from warmlint.interp.cold_share import Attempt, ColdLog, effects, forked, replayed
-from warmlint.interp.value_digest import Slot, copy_graph
+from warmlint.interp.value_digest import Slot, ValueSlot, copy_graph
 
 CANDIDATE_STEPS = 200  # a function's warm call worth the bookkeeping
 MAX_STORED = 4  # records per call site, callee, stack and arguments
 MAX_FAILED = 3  # a callee that failed to store this often, and never stored, is not tried
+VALUE_SLOTS = True  # off only in tests: without them vLLM 0.20.0's report changes
 
 
 @dataclass
@@ -56,7 +61,7 @@ class WarmRecord:
     paths: list  # (facts, cfg, div, crossed, shadows) per path
     # copy_graph snapshot: ([(heap rows added, value) per path], [sink arguments])
     snapshot: tuple
-    copies: bool
+    copies: bool  # (a replay copies every value: ``replay``)
     hits: list  # (divergence or None, SinkHit without arguments, its stack the callee's)
     log: ColdLog
     installs: dict
@@ -77,10 +82,11 @@ class SharedWarmCalls:
         self.hits = 0
 
     def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> Attempt | None:
-        if not self.enabled or ref.dotted not in self.worth or not eligible(state) \
+        if not self.enabled or ref.dotted not in self.worth \
                 or self.failed.get(ref.dotted, 0) >= MAX_FAILED:
             return None
-        made = cold_share.attempt(interp, site, ref, args, kwargs, state, effects(interp)[:-1])
+        made = cold_share.attempt(interp, site, ref, args, kwargs, state, effects(interp)[:-1],
+                                  values=VALUE_SLOTS)
         if made is not None:
             made.taps = []
         return made
@@ -137,18 +143,15 @@ class SharedWarmCalls:
         return True
 
 
-def eligible(state) -> bool:
-    """A warm path carrying shadows (shadows.py: divergences that rejoined it) is not
-    recorded: replayed there, vLLM 0.20.0's report changed (tests/test_warm_share.py),
-    and no cause was found in the time given (docs/performance.md stop 46)."""
-    return not state.shadows
-
-
-def replay(interp, rec: WarmRecord, found: list, state) -> list:
+def replay(interp, rec: WarmRecord, walk, state) -> list:
     """The record's paths for ``state``, after recording its sinks and leaving behind what
-    running the call would have (a graph too deep to copy raises RecursionError first)."""
-    outs, hit_args = copy_graph(rec.snapshot, lambda v: found[v.n] if type(v) is Slot
-                                else None) if rec.copies else rec.snapshot
+    running the call would have (a graph too deep to copy raises RecursionError first).
+    ``walk``: what the record's reads name now (``cold_share.agreed``). Every value is
+    the caller's (a ``ValueSlot``) or a fresh copy, as running the call would give."""
+    found, values = walk.found, walk.values
+    outs, hit_args = copy_graph(
+        rec.snapshot, lambda v: found[v.n] if type(v) is Slot
+        else values[v.n] if type(v) is ValueSlot else None, fresh=True)
     read_trace.reread(rec.log, found, state)
     replayed(interp, rec)
     for inputs in rec.tests:
