@@ -9,6 +9,8 @@ caller's own values (``ValueSlot``), 0.20.0's report changes.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from conftest import VARIANTS, make_tree
 from test_built_reuse import _recorded
@@ -17,20 +19,24 @@ from warmlint.check import analyze_tree
 from warmlint.interp import cold_share, read_trace, warm_share
 from warmlint.interp.reuse import CallReuse
 from warmlint.settings import Settings
+from warmlint.settings_file import load_settings
 
 
-def _report(root) -> dict:
-    data = analyze_tree(root, Settings(), None).to_json()
+FORK_SETTINGS = Path(__file__).resolve().parent.parent / "docs" / "forks" / "aphrodite-engine.toml"
+
+
+def _report(root, settings=None) -> dict:
+    data = analyze_tree(root, settings or Settings(), None).to_json()
     data["stats"].pop("seconds", None)
     return data
 
 
-def _exact(root, monkeypatch) -> dict:
+def _exact(root, monkeypatch, settings=None) -> dict:
     with monkeypatch.context() as m:
         m.setattr(warm_share.SharedWarmCalls, "enabled", False)
         m.setattr(cold_share.SharedColdCalls, "enabled", False)
         m.setattr(CallReuse, "enabled", False)
-        return _report(root)
+        return _report(root, settings)
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
@@ -42,19 +48,25 @@ def test_a_fixture_reports_the_same_with_warm_records(tmp_path, monkeypatch, var
 
 
 @pytest.mark.network
-@pytest.mark.parametrize("version", ["0.20.0", "0.33.0"])
-def test_a_release_reports_the_same_with_warm_records(monkeypatch, version):
-    """0.33.0's leaves call the samplers' helpers alike on warm paths: replayed there,
-    with the exact analysis's report. 0.20.0 is where replays that copied the caller's
-    values changed the report."""
+@pytest.mark.parametrize("dist,version", [("vllm", "0.20.0"), ("vllm", "0.33.0"),
+                                          ("aphrodite-engine", "0.24.1")])
+def test_a_release_reports_the_same_with_warm_records(monkeypatch, dist, version):
+    """0.33.0's leaves call the samplers' helpers alike on warm paths, and so do the
+    fork's (its `Sampler.sample` writes a dict of its own in place): replayed there, with
+    the exact analysis's report. 0.20.0 is where replays that copied the caller's values
+    changed the report."""
     from conftest import release
 
-    root = release(version)
+    root = release(version, dist=dist)
+    settings = load_settings(root, None, FORK_SETTINGS)[0] if dist != "vllm" else None
     made = _recorded(monkeypatch, warm_share.SharedWarmCalls)
-    replayed = _report(root)
-    assert replayed == _exact(root, monkeypatch)
-    if version == "0.33.0":
+    replayed = _report(root, settings)
+    assert replayed == _exact(root, monkeypatch, settings)
+    if version != "0.20.0":
         assert sum(s.hits for s in made) >= 20
+    if dist != "vllm":  # its sampler, which writes a dict in place, is replayed
+        assert any(key[1].endswith("Sampler.sample") and recs
+                   for s in made for key, recs in s.stored.items())
 
 
 @pytest.mark.network

@@ -210,7 +210,7 @@ class AttrMixin:
         key = self.eval(target.slice[0].slice.value, state)[0][1]
         if isinstance(key, Const):
             if read_trace.OPEN:
-                read_trace.taint("a dict written in place")
+                read_trace.write_item(container, key.value)
             try:
                 old = container.items.get(key.value)
                 container.items[key.value] = value if old is None else join(old, value)

@@ -51,6 +51,9 @@ class ColdLog(CallLog):
 
     asked: list = field(default_factory=list)  # (branch key, cfg, answer) | (dotted, None, bool)
     tests: list = field(default_factory=list)  # (node id, config_tests entry)
+    # Dicts written in place, where the call keeps them (warm_share.py): id -> (dict,
+    # {keys}); None: such a write makes the record dirty.
+    items_written: dict | None = None
 
     def merge_into(self, other: "ColdLog") -> None:
         super().merge_into(other)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from warmlint.interp import built, tables
+from warmlint.interp.reuse import CALLS
 from warmlint.interp.value_digest import (
     FIELDS, FROZEN, KINDS, MAPPING, NUMBER, OBJECT, SEQUENCE, SET, STR, kind_of,
 )
@@ -96,12 +97,14 @@ class CallLog(built.ReadLog):
     tid0: int = 0
     heap0: dict = field(default_factory=dict)  # the path heap at the call
     pins: set = field(default_factory=set)  # pinned probes it called (ConfigDriver.pins_read)
+    calls0: int = 0  # reuse.CALLS when it opened: warm calls made since ran inside it
 
     @classmethod
     def starting(cls, state):
         """The record of a call starting on ``state``: objects and tables made from now
         on are its own."""
-        return cls(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap)
+        return cls(oid0=next(_OBJ_IDS), tid0=next(tables._TABLE_IDS), heap0=state.heap,
+                   calls0=next(CALLS))
 
 
 # -- the hooks: where the interpreter reads or writes an older object's place ---------------
@@ -162,6 +165,17 @@ def read_rows(state, table) -> None:
         elif n not in log.places:
             log.places.add(n)
             log.trace.append(("rows", n, log.walk.one(held)))
+
+
+def write_item(container, key) -> None:
+    """``container[key] = ...`` on a dict in place (attrs.py): a record that keeps such
+    writes (warm_share.py) notes it; any other is dirty."""
+    for log in OPEN:
+        written = getattr(log, "items_written", None)
+        if written is None:
+            log.dirty = log.dirty or "a dict written in place"
+        else:
+            written.setdefault(id(container), (container, set()))[1].add(key)
 
 
 def taint(why: str) -> None:

@@ -20,10 +20,14 @@ divergence instead of re-running the callee.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import itertools
+from dataclasses import dataclass, field, replace
 
 from warmlint.state import State
 from warmlint.values import Taint, join_all, same
+
+
+CALLS = itertools.count()  # warm calls made, and call records opened, in order
 
 
 @dataclass
@@ -38,6 +42,7 @@ class WarmCall:
     depth: int  # the stack's at the call: hit stacks keep the callee's own frames
     hits: list  # SinkHit recorded inside the callee on its warm paths
     log: object = None  # what it read, when warm_records.warm_call could record it
+    seq: int = field(default_factory=lambda: next(CALLS))  # when it ended (read_trace)
 
 
 @dataclass

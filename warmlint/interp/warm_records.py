@@ -59,7 +59,7 @@ def warm_call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) ->
     made = reuse.end(site, ref, args, kwargs, state, results, len(interp.stack),
                      interp.policy.warm_hits[hits0:])
     if made is not None and logged and log is not None \
-            and not (log.dirty or log.trace or log.written):
+            and not (log.dirty or log.trace or log.written or log.items_written):
         made.log = log
     return results
 
@@ -67,13 +67,17 @@ def warm_call(interp, reuse, site, ref, args: list, kwargs: dict, state, run) ->
 def reused_warm(interp, call) -> None:
     """A warm call reused on a cold path inside calls being recorded: they read what it
     read, as the leaf holds it now (it ran before them); one without a log read what is
-    not known."""
+    not known. A record the warm call ran inside already holds its reads."""
     log = call.log
-    if log is None:
-        read_trace.taint("a warm call reused without a record")
-        return
-    driver, memos_now = interp.driver, dict(built.memos(interp))
+    driver, memos_now = interp.driver, None
     for other in read_trace.OPEN:
+        if call.seq > other.calls0:
+            continue  # (made inside: its reads were this record's)
+        if log is None:
+            other.dirty = other.dirty or "a warm call reused without a record"
+            continue
+        if memos_now is None:
+            memos_now = dict(built.memos(interp))
         for key, (sym, _) in log.facts.items():  # (before merge_into, which keeps these)
             if key not in other.facts:
                 other.facts[key] = (sym, repr(driver.peek(sym)))
@@ -83,4 +87,3 @@ def reused_warm(interp, call) -> None:
                 other.memos[(name, key)] = None if now is read_trace.MISSING \
                     else ("pre", memo_digest(now))
         log.merge_into(other)
-

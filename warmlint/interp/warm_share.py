@@ -40,13 +40,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from warmlint.interp import cold_share, read_trace
+from warmlint.interp import built, cold_share, read_trace
 from warmlint.interp.cold_share import Attempt, ColdLog, effects, forked, replayed
+from warmlint.interp.read_trace import Shallow
 from warmlint.interp.value_digest import Slot, ValueSlot, copy_graph
+from warmlint.values import Dict
 
 CANDIDATE_STEPS = 200  # a function's warm call worth the bookkeeping
 MAX_STORED = 4  # records per call site, callee, stack and arguments
 MAX_FAILED = 3  # a callee that failed to store this often, and never stored, is not tried
+MAX_UNUSED = 4  # records of a callee made while none was taken, before it is not recorded
 VALUE_SLOTS = True  # off only in tests: without them vLLM 0.20.0's report changes
 
 
@@ -63,6 +66,9 @@ class WarmRecord:
     snapshot: tuple
     copies: bool  # (a replay copies every value: ``replay``)
     hits: list  # (divergence or None, SinkHit without arguments, its stack the callee's)
+    # Dicts it wrote in place, as it left them: (where: ("memo", which, key) | ("value", n),
+    # the keys written, whether it is empty); their values are in the snapshot
+    written: list
     log: ColdLog
     installs: dict
     read_keys: frozenset
@@ -70,6 +76,7 @@ class WarmRecord:
     tests: set  # inputs of the unwarmed outcomes its warm paths met
     steps: int
     div_tests: frozenset = frozenset()  # (none on a warm call: cold_share.replayed reads it)
+    fresh_installs: bool = False  # an install is a dict (written in place): copied per replay
 
 
 class SharedWarmCalls:
@@ -79,6 +86,8 @@ class SharedWarmCalls:
         self.stored: dict = {}  # key -> [WarmRecord]
         self.worth: set = set()  # callees a warm serving call of took CANDIDATE_STEPS
         self.failed: dict = {}  # callee -> records it failed to make, while it made none
+        self.made: dict = {}  # callee -> records made
+        self.taken: set = set()  # callees a record of was replayed
         self.hits = 0
 
     def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> Attempt | None:
@@ -89,7 +98,13 @@ class SharedWarmCalls:
                                   values=VALUE_SLOTS)
         if made is not None:
             made.taps = []
+            made.log.items_written = {}
         return made
+
+    def worth_recording(self, callee: str) -> bool:
+        """Not a callee whose ``MAX_UNUSED`` records no later call took (vLLM's
+        ``Sampler.__call__``: every leaf reads it differently); it is still looked up."""
+        return callee in self.taken or self.made.get(callee, 0) < MAX_UNUSED
 
     def lookup(self, interp, attempt: Attempt, state) -> tuple | None:
         depth = len(interp.stack)
@@ -113,6 +128,7 @@ class SharedWarmCalls:
         callee = attempt.key[1]
         if self._store(interp, attempt, state, results, reads, tests):
             self.failed[callee] = -1  # (it stored one: always tried)
+            self.made[callee] = self.made.get(callee, 0) + 1
         elif self.failed.get(callee, 0) >= 0:
             self.failed[callee] = self.failed.get(callee, 0) + 1
 
@@ -122,12 +138,19 @@ class SharedWarmCalls:
         if log.dirty or log.written or effects(interp)[:-1] != attempt.before:
             return False
         outs = cold_share.outputs(state, results)
-        taken = cold_share.snapshot(log, outs, [hit.args for _, hit in attempt.taps]) \
-            if outs is not None else None
+        written = _written(interp, log)
+        if written is None:
+            return False  # a dict it wrote that no read names
+        taken = cold_share.snapshot(
+            log, outs, ([hit.args for _, hit in attempt.taps],
+                        [{k: d.items[k] for k in keys if k in d.items} for d, keys, _ in written])
+        ) if outs is not None else None
         installs = cold_share.made_installs(interp, attempt.memo_keys) \
             if taken is not None else None
         if installs is None:
             return False
+        if any(type(v) is Dict for v in installs.values()):  # kept as the call left them
+            installs = {k: _fresh(v) for k, v in installs.items()}
         paths = [(after.facts, after.cfg, after.div, after.crossed, after.shadows)
                  for after, _ in results]
         depth = len(interp.stack)
@@ -138,8 +161,10 @@ class SharedWarmCalls:
                 *taken,
                 [(div, replace(hit, args={}, stack=hit.stack[depth:]))
                  for div, hit in attempt.taps],
+                [(where, keys, d.empty) for d, keys, where in written],
                 log, installs, attempt.read_keys, set(reads), set(tests),
-                interp.steps - attempt.steps))
+                interp.steps - attempt.steps,
+                fresh_installs=any(type(v) is Dict for v in installs.values())))
         return True
 
 
@@ -149,11 +174,22 @@ def replay(interp, rec: WarmRecord, walk, state) -> list:
     ``walk``: what the record's reads name now (``cold_share.agreed``). Every value is
     the caller's (a ``ValueSlot``) or a fresh copy, as running the call would give."""
     found, values = walk.found, walk.values
-    outs, hit_args = copy_graph(
+    outs, (hit_args, items) = copy_graph(
         rec.snapshot, lambda v: found[v.n] if type(v) is Slot
         else values[v.n] if type(v) is ValueSlot else None, fresh=True)
     read_trace.reread(rec.log, found, state)
+    if rec.fresh_installs:  # dicts it made and wrote in place: each leaf its own
+        rec = replace(rec, installs={k: _fresh(v) for k, v in rec.installs.items()})
     replayed(interp, rec)
+    memos = dict(built.memos(interp))
+    for (where, keys, empty), final in zip(rec.written, items):
+        if where[0] == "made":
+            continue  # (made by the call: its install holds what it wrote)
+        d = memos[where[1]][where[2]] if where[0] == "memo" else values[where[1]]
+        for key in keys:
+            read_trace.write_item(d, key)  # (for the records still open around it)
+        d.items.update(final)
+        d.empty = empty
     for inputs in rec.tests:
         interp.reuse.note_warm_test(inputs)
     stack = interp.stack_names()
@@ -182,11 +218,13 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run, logged:
         got = shared.lookup(interp, attempt, state)
         if got is not None:
             try:
-                return replay(interp, *got, state), got[0].log
+                results = replay(interp, *got, state)
+                shared.taken.add(ref.dotted)
+                return results, got[0].log
             except RecursionError:
                 pass  # (nothing left behind yet: run it)
-        if forked(interp):
-            attempt = None  # its records would serve no other leaf
+        if forked(interp) or not shared.worth_recording(ref.dotted):
+            attempt = None  # its records would serve no other leaf, or none ever did
         else:
             shared.open(interp, attempt)
             log = attempt.log
@@ -206,3 +244,38 @@ def call(interp, reuse, site, ref, args: list, kwargs: dict, state, run, logged:
     if attempt is not None:
         shared.end(interp, attempt, state, results, reuse.reads[-1], reuse.warm_tests[-1])
     return results, log
+
+
+def _written(interp, log) -> list | None:
+    """(dict, keys, where) for each dict ``log``'s call wrote in place that is not its
+    own, named by the read that reached it: a memo entry that was there before the call,
+    one the call made (``made``: its install, copied for each replay, holds what it
+    wrote), or a value its walk numbered. A dict none of these names, and no memo value
+    it read holds, is the call's own (``launch_kwargs = {}``): what it holds is in the
+    paths' outputs where they reach it. None where a memo value holds one deeper down."""
+    out, own = [], []
+    memos = dict(built.memos(interp))
+    for d, keys in log.items_written.values():
+        where = next((("memo" if seen is not None else "made", name, key)
+                      for (name, key), seen in log.memos.items()
+                      if memos[name].get(key) is d), None)
+        if where is None and id(d) in log.walk.value_ids:
+            where = ("value", log.walk.value_ids[id(d)])
+        if where is None:
+            own.append(d)
+        else:
+            out.append((d, keys, where))
+    if own:
+        held = Shallow(values=True)
+        for name, key in log.memos:
+            if key in memos[name]:
+                held.one(memos[name][key])
+        if any(id(d) in held.value_ids for d in own):
+            return None
+    return out
+
+
+def _fresh(value):
+    """A copy of a memo value that holds no object (``cold_share.made_installs``): dicts
+    are written in place, so no two leaves may share one."""
+    return copy_graph(value, lambda v: None, fresh=True) if type(value) is Dict else value
