@@ -23,17 +23,21 @@ the caller's own where the call got them from its arguments or reads (a
 fresh copies otherwise: ``values.same`` tells most values apart by identity, so an
 equal copy of the caller's value would not rejoin the caller's paths (shadows.py) where
 the value itself does; without them vLLM 0.20.0's report changed (docs/performance.md
-stop 46). Not stored: what ``cold_share`` refuses (an older object reached through no
-read or written, an error, a whole-run decision, an object's attribute set on the path
-heap, a dropped heap entry). The call-reuse entries of the calls it made inside are not
-replayed: a later cold call that would have reused one runs instead (``reuse.py``
-changes no result).
+stop 46). A dict it wrote in place (the fork's ``launch_kwargs``, a module's buffer
+cache) is named by the read that reached it and its written keys are replayed as the
+call left them (``_written``); a dict no read names and no memo value holds is the
+call's own. Not stored: what ``cold_share`` refuses otherwise (an older object reached
+through no read or written, an error, a whole-run decision, an object's attribute set
+on the path heap, a dropped heap entry). The call-reuse entries of the calls it made
+inside are not replayed: a later cold call that would have reused one runs instead
+(``reuse.py`` changes no result).
 
 Only calls of a function whose earlier warm serving call took ``CANDIDATE_STEPS`` are
-recorded, and not those of a function that failed to store ``MAX_FAILED`` times and
-never stored one (vLLM 0.34.0's ``Sampler.__call__`` reuses a warm call that has no
-record: every time). A forked leaf looks records up and makes none. ``enabled`` is off
-only in tests, which compare.
+recorded, not those of a function that failed to store ``MAX_FAILED`` times and never
+stored one, nor of one whose ``MAX_UNUSED`` records no call took (vLLM's
+``Sampler.__call__``: every leaf reads it differently); those are still looked up. A
+forked leaf looks records up and makes none. ``enabled`` is off only in tests, which
+compare.
 """
 
 from __future__ import annotations
