@@ -51,9 +51,6 @@ class ColdLog(CallLog):
 
     asked: list = field(default_factory=list)  # (branch key, cfg, answer) | (dotted, None, bool)
     tests: list = field(default_factory=list)  # (node id, config_tests entry)
-    # Dicts written in place, where the call keeps them (warm_share.py): id -> (dict,
-    # {keys}); None: such a write makes the record dirty.
-    items_written: dict | None = None
 
     def merge_into(self, other: "ColdLog") -> None:
         super().merge_into(other)
@@ -143,13 +140,10 @@ class SharedColdCalls:
         return None if got is None else (got[0], got[1].found)
 
     def open(self, interp, attempt: Attempt) -> None:
-        read_trace.open_log(interp, attempt.log)
-        attempt.outer_keys, interp.read_keys = interp.read_keys, set()
+        open_attempt(interp, attempt)
 
     def close(self, interp, attempt: Attempt) -> None:
-        read_trace.close(interp, attempt.log)
-        attempt.read_keys = frozenset(interp.read_keys)
-        interp.read_keys = attempt.outer_keys | interp.read_keys
+        close_attempt(interp, attempt)
 
     def end(self, interp, attempt: Attempt, call, state, results: list) -> None:
         """Store the call (``call``: the reuse.ColdCall it made) when it can be."""
@@ -174,6 +168,18 @@ class SharedColdCalls:
 
 class Foreign(Exception):
     """An older object the call reached through no read (a global's)."""
+
+
+def open_attempt(interp, attempt: Attempt) -> None:
+    """The call starts: its reads are logged, its branches' reads kept apart."""
+    read_trace.open_log(interp, attempt.log)
+    attempt.outer_keys, interp.read_keys = interp.read_keys, set()
+
+
+def close_attempt(interp, attempt: Attempt) -> None:
+    read_trace.close(interp, attempt.log)
+    attempt.read_keys = frozenset(interp.read_keys)
+    interp.read_keys = attempt.outer_keys | interp.read_keys
 
 
 def take(shared, interp, attempt: Attempt, state, fits) -> tuple | None:

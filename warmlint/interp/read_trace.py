@@ -98,6 +98,9 @@ class CallLog(built.ReadLog):
     heap0: dict = field(default_factory=dict)  # the path heap at the call
     pins: set = field(default_factory=set)  # pinned probes it called (ConfigDriver.pins_read)
     calls0: int = 0  # reuse.CALLS when it opened: warm calls made since ran inside it
+    # Dicts written in place, where the call keeps them (warm_share.py): id -> (dict,
+    # {keys}); None: such a write makes the record dirty.
+    items_written: dict | None = None
 
     @classmethod
     def starting(cls, state):
@@ -171,11 +174,10 @@ def write_item(container, key) -> None:
     """``container[key] = ...`` on a dict in place (attrs.py): a record that keeps such
     writes (warm_share.py) notes it; any other is dirty."""
     for log in OPEN:
-        written = getattr(log, "items_written", None)
-        if written is None:
+        if log.items_written is None:
             log.dirty = log.dirty or "a dict written in place"
         else:
-            written.setdefault(id(container), (container, set()))[1].add(key)
+            log.items_written.setdefault(id(container), (container, set()))[1].add(key)
 
 
 def taint(why: str) -> None:

@@ -66,9 +66,9 @@ class WarmRecord:
     depth: int
     denied: tuple
     paths: list  # (facts, cfg, div, crossed, shadows) per path
-    # copy_graph snapshot: ([(heap rows added, value) per path], [sink arguments])
+    # copy_graph snapshot: ([(heap rows added, value) per path], ([sink arguments],
+    # [what each dict in ``written`` holds at its keys])); a replay copies every value
     snapshot: tuple
-    copies: bool  # (a replay copies every value: ``replay``)
     hits: list  # (divergence or None, SinkHit without arguments, its stack the callee's)
     # Dicts it wrote in place, as it left them: (where: ("memo", which, key) | ("value", n),
     # the keys written, whether it is empty); their values are in the snapshot
@@ -80,7 +80,6 @@ class WarmRecord:
     tests: set  # inputs of the unwarmed outcomes its warm paths met
     steps: int
     div_tests: frozenset = frozenset()  # (none on a warm call: cold_share.replayed reads it)
-    fresh_installs: bool = False  # an install is a dict (written in place): copied per replay
 
 
 class SharedWarmCalls:
@@ -89,14 +88,14 @@ class SharedWarmCalls:
     def __init__(self):
         self.stored: dict = {}  # key -> [WarmRecord]
         self.worth: set = set()  # callees a warm serving call of took CANDIDATE_STEPS
-        self.failed: dict = {}  # callee -> records it failed to make, while it made none
+        self.failed: dict = {}  # callee -> records it failed to make
         self.made: dict = {}  # callee -> records made
         self.taken: set = set()  # callees a record of was replayed
         self.hits = 0
 
     def begin(self, interp, site, ref, args: list, kwargs: dict, state) -> Attempt | None:
-        if not self.enabled or ref.dotted not in self.worth \
-                or self.failed.get(ref.dotted, 0) >= MAX_FAILED:
+        if not self.enabled or ref.dotted not in self.worth or (
+                ref.dotted not in self.made and self.failed.get(ref.dotted, 0) >= MAX_FAILED):
             return None
         made = cold_share.attempt(interp, site, ref, args, kwargs, state, effects(interp)[:-1],
                                   values=VALUE_SLOTS)
@@ -118,11 +117,11 @@ class SharedWarmCalls:
             and rec.shadows == state.shadows))
 
     def open(self, interp, attempt: Attempt) -> None:
-        cold_share.SharedColdCalls.open(self, interp, attempt)
+        cold_share.open_attempt(interp, attempt)
         interp.policy.taps.append(attempt.taps)
 
     def close(self, interp, attempt: Attempt) -> None:
-        cold_share.SharedColdCalls.close(self, interp, attempt)
+        cold_share.close_attempt(interp, attempt)
         taps = interp.policy.taps
         del taps[next(i for i, tap in enumerate(taps) if tap is attempt.taps)]
 
@@ -130,11 +129,9 @@ class SharedWarmCalls:
             tests: set) -> None:
         """Store the call when it can be; count a callee's failures until it stores one."""
         callee = attempt.key[1]
-        if self._store(interp, attempt, state, results, reads, tests):
-            self.failed[callee] = -1  # (it stored one: always tried)
-            self.made[callee] = self.made.get(callee, 0) + 1
-        elif self.failed.get(callee, 0) >= 0:
-            self.failed[callee] = self.failed.get(callee, 0) + 1
+        counts = self.made if self._store(interp, attempt, state, results, reads, tests) \
+            else self.failed
+        counts[callee] = counts.get(callee, 0) + 1
 
     def _store(self, interp, attempt: Attempt, state, results: list, reads: set,
                tests: set) -> bool:
@@ -153,8 +150,7 @@ class SharedWarmCalls:
             if taken is not None else None
         if installs is None:
             return False
-        if any(type(v) is Dict for v in installs.values()):  # kept as the call left them
-            installs = {k: _fresh(v) for k, v in installs.items()}
+        installs = _fresh_dicts(installs)  # (kept as the call left them)
         paths = [(after.facts, after.cfg, after.div, after.crossed, after.shadows)
                  for after, _ in results]
         depth = len(interp.stack)
@@ -162,13 +158,12 @@ class SharedWarmCalls:
         if len(kept) < MAX_STORED:
             kept.append(WarmRecord(
                 state.facts, state.cfg, state.pc, state.shadows, depth, attempt.denied, paths,
-                *taken,
+                taken[0],
                 [(div, replace(hit, args={}, stack=hit.stack[depth:]))
                  for div, hit in attempt.taps],
                 [(where, keys, d.empty) for d, keys, where in written],
                 log, installs, attempt.read_keys, set(reads), set(tests),
-                interp.steps - attempt.steps,
-                fresh_installs=any(type(v) is Dict for v in installs.values())))
+                interp.steps - attempt.steps))
         return True
 
 
@@ -182,8 +177,9 @@ def replay(interp, rec: WarmRecord, walk, state) -> list:
         rec.snapshot, lambda v: found[v.n] if type(v) is Slot
         else values[v.n] if type(v) is ValueSlot else None, fresh=True)
     read_trace.reread(rec.log, found, state)
-    if rec.fresh_installs:  # dicts it made and wrote in place: each leaf its own
-        rec = replace(rec, installs={k: _fresh(v) for k, v in rec.installs.items()})
+    installs = _fresh_dicts(rec.installs)  # dicts it made and wrote in place: each its own
+    if installs is not rec.installs:
+        rec = replace(rec, installs=installs)
     replayed(interp, rec)
     memos = dict(built.memos(interp))
     for (where, keys, empty), final in zip(rec.written, items):
@@ -279,7 +275,11 @@ def _written(interp, log) -> list | None:
     return out
 
 
-def _fresh(value):
-    """A copy of a memo value that holds no object (``cold_share.made_installs``): dicts
-    are written in place, so no two leaves may share one."""
-    return copy_graph(value, lambda v: None, fresh=True) if type(value) is Dict else value
+def _fresh_dicts(installs: dict) -> dict:
+    """``installs`` (memo values that hold no object: ``cold_share.made_installs``) with
+    each dict a fresh copy, or ``installs`` itself where none is a dict: dicts are written
+    in place, so no two leaves may share one."""
+    if not any(type(v) is Dict for v in installs.values()):
+        return installs
+    return {k: copy_graph(v, lambda o: None, fresh=True) if type(v) is Dict else v
+            for k, v in installs.items()}
