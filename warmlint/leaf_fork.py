@@ -14,6 +14,10 @@ have put it (``in_serial_order``): same leaves, same order, same promotion resta
 ``max-configs`` cut. Whatever did not come back (a child killed, an exception, a value
 that does not travel) is run again in the parent, serially; ``redone`` counts those.
 
+Which way a round runs is decided after its first leaves ran here (``enumerate_forked``):
+cheap leaves serially, costly ones with two jobs or more in a pool of workers that run
+whole leaves and keep their records (``leaf_pool``), the rest by forking at decisions.
+
 POSIX only (``os.fork``). The vLLM plugin and the library default run serially.
 """
 
@@ -30,6 +34,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from warmlint.config_leaves import PromoteConfig, depth_first, run_leaf
+from warmlint.forked import in_serial_order, wait_child
+from warmlint.leaf_pool import enumerate_pooled
 from warmlint.leaf_transport import Transport
 
 
@@ -234,6 +240,15 @@ SERIAL_FIRST = 2  # leaves run unforked before the forked round
 # CPU spreads over the cores (16-core host, `check`, two runs each: 0.33.0 at `-j 16`
 # 14.0/10.1 -> 6.1/5.9 s, at `-j 4` 12.1/12.5 -> 8.2/9.4 s; 0.21.0 at `-j 16` 4.3/4.3 ->
 # 3.8/3.3 s, at `-j 4` 4.8/4.4 -> 5.3/4.5 s).
+# Costly leaves (from FORK_MIN_STEPS_PARALLEL, with two jobs or more) go to a pool of
+# workers instead (``leaf_pool``): since serving's calls are shared between the leaves of
+# one process (stop 46), a whole leaf in a worker that keeps its records costs less than a
+# forked leaf that shares a prefix and loses them. Interleaved `check`, medians of 3, this
+# 2-core machine at `-j 2`: vLLM 0.34.0 2.77 -> 2.25 s, aphrodite-engine 0.24.1 3.16 ->
+# 2.51 s (serially 2.59 s and 3.14 s); the 16-core host at -j 2/4/8/16: 0.34.0 4.90/3.76/
+# 3.07/3.19 -> 3.64/3.63/2.88/2.72 s, the fork 5.57/3.51/3.05/3.00 -> 3.92/3.19/2.97/
+# 3.09 s. Cheap leaves still fork at decisions: 0.33.0's v1 leaves in a pool at -j 16
+# were ~0.9 s slower (each worker replays serving's costly calls again).
 FORK_MIN_STEPS = 40_000
 FORK_MIN_STEPS_PARALLEL = 5_000
 FORK_ALWAYS_JOBS = 4
@@ -244,6 +259,12 @@ def fork_bar(jobs: int) -> int:
     if jobs >= FORK_ALWAYS_JOBS:
         return 0
     return FORK_MIN_STEPS if jobs < 2 else min(FORK_MIN_STEPS, FORK_MIN_STEPS_PARALLEL)
+
+
+def pooled(jobs: int, shared: int) -> bool:
+    """Whether leaves whose last unforked one took ``shared`` steps before its last
+    decision run in a pool of workers (else they fork at decisions)."""
+    return jobs >= 2 and shared >= FORK_MIN_STEPS_PARALLEL
 
 
 def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Transport,
@@ -263,6 +284,8 @@ def enumerate_forked(run, new_driver, max_leaves: int, jobs: int, transport: Tra
         out, left = in_serial_order(known, lambda prefix: run_leaf(run, new_driver(prefix)),
                                     max_leaves)
         return out, left, 0
+    if pooled(jobs, shared):  # whole leaves in workers that keep their records
+        return enumerate_pooled(run, new_driver, known, max_leaves, jobs, transport, parallel)
     forker = LeafForker(jobs, max_leaves, transport)
     if parallel is not None:
         parallel.forker = forker
@@ -313,29 +336,3 @@ def _serial_leaves(run, new_driver, count: int) -> tuple[dict, int]:
     leaves, _ = depth_first(leaf, count)
     last = leaves[-1][0]
     return known, last.decided_steps
-
-
-def in_serial_order(results: dict, redo, max_leaves: int) -> tuple[list, bool]:
-    """The leaves as the serial enumeration lists them. ``results``: prefix -> (status,
-    body) of the leaves computed; ``redo(prefix)`` runs a leaf in this process (a missing,
-    failed or untransportable one: an error raises there as it would serially)."""
-
-    def leaf(prefix):
-        status, body = results.get(prefix, ("redo", None))
-        if status == "promote":
-            raise PromoteConfig(body)
-        return body if status == "ok" else redo(prefix)
-
-    return depth_first(leaf, max_leaves)
-
-
-def wait_child(pid: int) -> None:
-    """Reap a forked child, whatever signal interrupts the wait or reaped it already."""
-    while True:
-        try:
-            os.waitpid(pid, 0)
-            return
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            return

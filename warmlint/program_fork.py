@@ -20,7 +20,7 @@ import sys
 import tempfile
 from typing import Callable
 
-from warmlint.leaf_fork import wait_child
+from warmlint.forked import wait_child
 
 
 def side_by_side(programs: list, run: Callable, transport) -> None:
