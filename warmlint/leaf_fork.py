@@ -245,10 +245,13 @@ SERIAL_FIRST = 2  # leaves run unforked before the forked round
 # one process (stop 46), a whole leaf in a worker that keeps its records costs less than a
 # forked leaf that shares a prefix and loses them. Interleaved `check`, medians of 3, this
 # 2-core machine at `-j 2`: vLLM 0.34.0 2.77 -> 2.25 s, aphrodite-engine 0.24.1 3.16 ->
-# 2.51 s (serially 2.59 s and 3.14 s); the 16-core host at -j 2/4/8/16: 0.34.0 4.90/3.76/
-# 3.07/3.19 -> 3.64/3.63/2.88/2.72 s, the fork 5.57/3.51/3.05/3.00 -> 3.92/3.19/2.97/
-# 3.09 s. Cheap leaves still fork at decisions: 0.33.0's v1 leaves in a pool at -j 16
-# were ~0.9 s slower (each worker replays serving's costly calls again).
+# 2.51 s (serially 2.59 s and 3.14 s); the 16-core host (runs there spread +-0.5 s) at
+# -j 2/4/8/16: 0.34.0 4.90/3.76/3.07/3.19 -> 3.64/3.63/2.88/2.72 s, the fork 5.57/3.51/
+# 3.05/3.00 -> 3.92/3.19/2.97/3.09 s; a second run at -j 2/16: 0.34.0 5.40/2.86 -> 4.74/
+# 3.28 s, the fork 5.26/3.16 -> 4.57/3.26 s (with 16 jobs: within the noise). Cheap leaves
+# still fork at decisions: with 0.33.0's v1 leaves pooled too, 0.33.0 at -j 16 took 3.98 s
+# against 3.09 s (each worker replays serving's costly calls again); with them forking,
+# 3.37 s against 3.33 s (and 4.02/3.72 s against 4.32/4.20 s at -j 4/8).
 FORK_MIN_STEPS = 40_000
 FORK_MIN_STEPS_PARALLEL = 5_000
 FORK_ALWAYS_JOBS = 4
