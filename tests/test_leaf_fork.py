@@ -198,6 +198,24 @@ def test_pool_workers_run_whole_leaves_and_keep_what_they_learned(monkeypatch):
     assert max(before for _, (_, pid, before) in pooled if pid != os.getpid()) > len(here)
 
 
+class InterruptedTransport(PlainTransport):
+    """Ctrl-C while the parent reads a worker's leaf."""
+
+    def loads(self, data):
+        raise KeyboardInterrupt
+
+
+def test_an_interrupted_pool_leaves_no_worker_behind(monkeypatch):
+    from warmlint import leaf_fork
+
+    monkeypatch.setattr(leaf_fork, "FORK_MIN_STEPS_PARALLEL", 0)
+    parallel = Parallel(3, InterruptedTransport())
+    with pytest.raises(KeyboardInterrupt):
+        enumerate_all(_tree_run(), Assumptions({}), 256, parallel.round)
+    with pytest.raises(ChildProcessError):  # every worker was reaped (killed if busy)
+        os.waitpid(-1, os.WNOHANG)
+
+
 def test_pending_lists_the_leaves_the_serial_order_reaches_next():
     from types import SimpleNamespace as NS
 

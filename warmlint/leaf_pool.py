@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 import traceback
 from typing import Any
@@ -66,29 +67,35 @@ class Pool:
         sys.stdout.flush()
         sys.stderr.flush()
         self.workers: dict = {}  # connection -> pid
-        for _ in range(jobs):
-            mine, theirs = ctx.Pipe()
-            pid = os.fork()
-            if pid == 0:
-                global IN_WORKER
-                IN_WORKER = True
-                for other in self.workers:  # the parent's ends to the workers before
-                    other.close()
-                mine.close()
-                self._serve(theirs)  # never returns
-            theirs.close()
-            self.workers[mine] = pid
+        try:
+            for _ in range(jobs):
+                self._fork(ctx)
+        except BaseException:  # (no more processes, say): none left behind
+            self.close(kill=True)
+            raise
+
+    def _fork(self, ctx) -> None:
+        mine, theirs = ctx.Pipe()
+        pid = os.fork()
+        if pid == 0:
+            global IN_WORKER
+            IN_WORKER = True
+            for other in self.workers:  # the parent's ends to the workers before
+                other.close()
+            mine.close()
+            self._serve(theirs)  # never returns
+        theirs.close()
+        self.workers[mine] = pid
 
     # -- in a worker ---------------------------------------------------------------------
     def _serve(self, conn) -> None:
         code = 0
         try:
-            while True:
-                prefix = conn.recv()
-                if prefix is None:
-                    conn.send(("reads", self.transport.reads()))
-                    break
-                conn.send((prefix, *self._leaf(prefix)))
+            while (prefix := conn.recv()) is not None:
+                status, body = self._leaf(prefix)
+                # with what this process read so far, so that a leaf that came back counts
+                # its reads even if this worker dies later
+                conn.send((prefix, status, body, self.transport.reads()))
         except BaseException:  # the parent runs again whatever did not come back
             code = 1
         finally:
@@ -129,11 +136,12 @@ class Pool:
             for conn in wait(list(busy)):
                 prefix = busy.pop(conn)
                 try:
-                    got, status, body = conn.recv()
+                    got, status, body, reads = conn.recv()
                 except (EOFError, OSError):  # the worker died: its leaf is redone here
                     results[prefix] = ("redo", None)
                     self._drop(conn)
                     continue
+                self.transport.absorb(reads)
                 if status == "ok":
                     try:
                         body = self.transport.loads(body)
@@ -141,22 +149,25 @@ class Pool:
                         status = "redo"
                 results[got] = (status, body)
 
-    def _drop(self, conn) -> None:
+    def _drop(self, conn, kill: bool = False) -> None:
         pid = self.workers.pop(conn)
         conn.close()
+        if kill:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
         wait_child(pid)
 
-    def close(self) -> None:
-        """Stop the workers; read what each read, as if this process had."""
-        for conn, pid in list(self.workers.items()):
+    def close(self, kill: bool = False) -> None:
+        """Stop the workers: idle ones exit when told; with ``kill`` (the round did not
+        end: an error, an interrupt), busy ones too."""
+        for conn in list(self.workers):
             try:
                 conn.send(None)
-                kind, reads = conn.recv()
-                if kind == "reads":
-                    self.transport.absorb(reads)
-            except (EOFError, OSError):
+            except OSError:
                 pass
-            self._drop(conn)
+            self._drop(conn, kill)
         gc.unfreeze()
 
 
@@ -169,15 +180,16 @@ def enumerate_pooled(run, new_driver, known: dict, max_leaves: int, jobs: int,
 
     results = dict(known)
     directory = tempfile.mkdtemp(prefix="warmlint-leaves-")
-    pool = None
+    pool, done = None, False
     try:
         pool = Pool(jobs, transport, run, new_driver, directory)
         if parallel is not None:
             parallel.forker = pool
         pool.gather(results, max_leaves)
+        done = True
     finally:
         if pool is not None:
-            pool.close()
+            pool.close(kill=not done)
         if parallel is not None:
             parallel.forker = None
         shutil.rmtree(directory, ignore_errors=True)
