@@ -1,4 +1,4 @@
-"""A tree warmlint cannot anchor on is no clean pass (``warmup.missing``).
+"""A tree warmlint cannot anchor on is no clean pass (``warmup_discovery.missing``).
 
 The analysis starts from the model runners' warmups. A runner file whose warmup was
 deleted or renamed, or a tree with no runner file at all, used to print a warning and

@@ -24,8 +24,8 @@ from warmlint.program_fork import side_by_side
 from warmlint.resolve import Resolver
 from warmlint.serving import ServingPass, run_entries
 from warmlint.settings import Settings
-from warmlint.warmup import (WarmupMethod, WarmupPass, discover, missing, reaches_sampler,
-                             run_warmups)
+from warmlint.warmup import WarmupPass, reaches_sampler, run_warmups
+from warmlint.warmup_discovery import WarmupMethod, discover, missing
 
 
 @dataclass

@@ -14,7 +14,7 @@ need not all appear in every release), against every module whose table of conte
 run built (a forked leaf's modules included: the parent builds the tables of what its
 children read): decorators of its functions and methods, resolved through its imports
 as recognition resolves them (``sinks.matches``), and its imports; a warmup function
-counts when discovery took it (``warmup.discover``: found, and its first parameter names
+counts when discovery took it (``warmup_discovery.discover``: found, and its first parameter names
 a runner class). On a complete run only: a module left unread might hold the match.
 """
 
@@ -59,7 +59,7 @@ def _added(settings: Settings, defaults: Settings, name: str) -> list[str]:
 
 
 def _takes(entry: str, warmup) -> bool:
-    from warmlint.warmup import _glob
+    from warmlint.warmup_discovery import _glob
 
     files, _, name = entry.partition("::")
     return warmup.function and warmup.ref.qualname == name and _glob(warmup.path, files)

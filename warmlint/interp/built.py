@@ -377,9 +377,7 @@ def replay_reads(interp, built) -> None:
     for key, where in built.consulted:
         driver.consulted.setdefault(key, where)
     for key, outcome, cfg in built.reads.taken:
-        cfgs = policy.taken.setdefault(key, {}).setdefault(outcome, [])
-        if not any(c == cfg for c in cfgs):
-            cfgs.append(cfg)
+        policy.took(key, outcome, cfg)
     if not (built.tested & policy._tested):
         policy._tested |= built.tested
         policy.config_tests += built.tests
