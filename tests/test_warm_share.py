@@ -4,7 +4,8 @@ A replay must change no result: every fixture (every warm call tried) and vLLM 0
 and 0.33.0 report the same with the records on as with every serving reuse off (the
 exact analysis); 0.33.0 must actually replay records (else these tests test nothing).
 What a failing comparison found is tested: replayed as equal copies rather than as the
-caller's own values (``ValueSlot``), 0.20.0's report changes.
+caller's own values (``ValueSlot``), 0.20.0's report changes. A dict written in place is
+written again by the replay (a fixture: no real tree replays such a call).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from conftest import VARIANTS, make_tree
 from test_built_reuse import _recorded
 
 from warmlint.check import analyze_tree
-from warmlint.interp import cold_share, read_trace, warm_share
+from warmlint.interp import built, cold_share, read_trace, warm_share
 from warmlint.interp.reuse import CallReuse
 from warmlint.settings import Settings
 from warmlint.settings_file import load_settings
@@ -81,3 +82,30 @@ def test_a_replay_gives_the_callers_own_values(monkeypatch):
     exact = _exact(root, monkeypatch)
     monkeypatch.setattr(warm_share, "VALUE_SLOTS", False)
     assert _report(root) != exact
+
+
+def test_a_replay_writes_the_dicts_its_call_wrote_in_place(tmp_path, monkeypatch):
+    """A warm call that writes a module's dict in place (``_CALLS[len(_CALLS)] = 1`` first
+    in ``Sampler.sample``) is replayed with its write: after the replay the leaf's own
+    dict holds every key the call left written, and the report is the exact analysis's.
+    (No real tree replays such a call: the fork's sampler writes a dict of its own.)"""
+    monkeypatch.setattr(warm_share, "CANDIDATE_STEPS", 0)
+    root = make_tree(tmp_path, "mode_unset")  # two of its leaves call Sampler.sample alike
+    sampler = root / "vllm" / "v1" / "sample" / "sampler.py"
+    text = sampler.read_text().replace("_EPS = 1e-5\n", "_EPS = 1e-5\n_CALLS = {}\n")
+    head = "    def sample(self, logits, sampling_metadata):\n"
+    sampler.write_text(text.replace(head, head + "        _CALLS[len(_CALLS)] = 1\n"))
+    held = []
+    real = warm_share.replay
+
+    def replay(interp, rec, walk, state):
+        out = real(interp, rec, walk, state)
+        memos = dict(built.memos(interp))
+        held.extend((keys, set(memos[where[1]][where[2]].items))
+                    for where, keys, _ in rec.written if where[0] == "memo")
+        return out
+
+    monkeypatch.setattr(warm_share, "replay", replay)
+    replayed = _report(root)
+    assert held and all(keys <= items for keys, items in held), held
+    assert replayed == _exact(root, monkeypatch)
