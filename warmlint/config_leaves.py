@@ -365,7 +365,13 @@ def depth_first(leaf: Callable[[tuple], tuple], max_leaves: int) -> tuple[list, 
         prefix = stack.pop()
         driver, result = leaf(prefix)
         out.append((driver, result))
-        outcomes = [d.outcome for d in driver.trace]
-        for i in range(len(outcomes) - 1, len(prefix) - 1, -1):
-            stack.append(tuple(outcomes[:i]) + (not outcomes[i],))
+        stack += flipped(prefix, driver)
     return out, bool(stack)
+
+
+def flipped(prefix: tuple, driver) -> list[tuple]:
+    """The prefixes of the leaves that flip each decision ``driver``'s leaf made past
+    ``prefix``, in the order ``depth_first`` pushes them (the latest decision first)."""
+    outcomes = [d.outcome for d in driver.trace]
+    return [tuple(outcomes[:i]) + (not outcomes[i],)
+            for i in range(len(outcomes) - 1, len(prefix) - 1, -1)]

@@ -10,7 +10,7 @@ after the first leaves ran in this process (they inherit its parses and records)
 each runs whole leaves, one after another, as the serial run would, its records growing
 as it goes. This process hands out the leaves to run (the prefixes the serial
 enumeration would reach from the leaves known so far) and gathers them; the leaves then
-take their serial places (``leaf_fork.in_serial_order``): same leaves, same order, same
+take their serial places (``forked.in_serial_order``): same leaves, same order, same
 promotion restarts, same ``max-configs`` cut. A leaf that did not come back (a worker
 killed, an exception, a value that does not travel) is run again here, serially.
 """
@@ -24,7 +24,7 @@ import sys
 import traceback
 from typing import Any
 
-from warmlint.config_leaves import PromoteConfig, run_leaf
+from warmlint.config_leaves import PromoteConfig, flipped, run_leaf
 from warmlint.forked import in_serial_order, wait_child
 
 IN_WORKER = False  # True in a forked worker (tests make a leaf die there)
@@ -45,11 +45,8 @@ def pending(results: dict, max_leaves: int) -> tuple[list, int]:
         status, body = results[prefix]
         if status == "promote":
             return [], reached
-        if status != "ok":  # redone here later; what it branches into is not known yet
-            continue
-        outcomes = [d.outcome for d in body[0].trace]
-        for i in range(len(outcomes) - 1, len(prefix) - 1, -1):
-            stack.append(tuple(outcomes[:i]) + (not outcomes[i],))
+        if status == "ok":  # (else redone here later: what it branches into is not known)
+            stack += flipped(prefix, body[0])
     return out, reached
 
 

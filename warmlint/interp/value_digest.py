@@ -44,9 +44,9 @@ RECORDS = (SymFact, Divergence)
 STR, NUMBER, FROZEN, OBJECT, SEQUENCE, SET, MAPPING, FIELDS, OTHER = (
     "str", "number", "frozen", "object", "sequence", "set", "mapping", "fields", "other")
 KINDS: dict = {}  # type -> kind
-# The types whose values a copy shares and ``read_trace.Shallow`` keeps as they are (str,
-# numbers, FROZEN), as ``kind_of`` meets them: the walks test a child's type here before
-# calling themselves on it (~60% of the values they visit are such).
+# The types whose values a copy shares as they are (str, numbers, FROZEN), as ``kind_of``
+# meets them: ``_Copy`` tests a child's type here before calling itself on it (~60% of
+# the values it visits are such).
 SHARED: set = set()
 
 
