@@ -235,6 +235,14 @@ def test_pending_lists_the_leaves_the_serial_order_reaches_next():
     assert leaf_pool.pending(known, 10) == ([(False, False), (True, True, False)], 5)
 
 
+def test_a_worker_takes_the_pending_leaf_nearest_its_last():
+    todo = [(True,), (False, True), (False, False, True), (False, False, False)]
+    assert leaf_pool._nearest(todo, ()) == 0  # nothing run yet: the serial order's first
+    assert leaf_pool._nearest(todo, (False, False, True, True)) == 2
+    assert leaf_pool._nearest(todo, (False, True, False)) == 1
+    assert leaf_pool._nearest(todo, (False, False, False, True)) == 3
+
+
 @dataclass(frozen=True)
 class Marked:  # a value of the analysis's own kind, holding a node: pickled by value
     where: object

@@ -50,6 +50,19 @@ def pending(results: dict, max_leaves: int) -> tuple[list, int]:
     return out, reached
 
 
+def _nearest(todo: list, before: tuple) -> int:
+    """The index in ``todo`` of the first prefix that shares the longest start with
+    ``before``: leaves alike replay more of what their worker learned."""
+    def shared(prefix):
+        n = 0
+        for a, b in zip(prefix, before):
+            if a != b:
+                break
+            n += 1
+        return n
+    return max(range(len(todo)), key=lambda i: (shared(todo[i]), -i))
+
+
 class Pool:
     """``jobs`` forked workers and the parent's side of their pipes; ``dir``: the folder
     ``leaf_fork.Parallel.publish`` shares serving replays through."""
@@ -116,13 +129,15 @@ class Pool:
         from multiprocessing.connection import wait
 
         busy: dict = {}  # connection -> the prefix it runs
+        last: dict = {}  # connection -> the prefix it ran last
         while True:
             todo, _ = pending(results, max_leaves)
             todo = [p for p in todo if p not in busy.values()]
             for conn in [c for c in self.workers if c not in busy]:
                 if not todo:
                     break
-                prefix = todo.pop(0)
+                prefix = todo.pop(_nearest(todo, last.get(conn, ())))
+                last[conn] = prefix
                 try:
                     conn.send(prefix)
                     busy[conn] = prefix
