@@ -82,6 +82,27 @@ def test_planted_table_of_contents_entries_are_misses(tmp_path, damage):
     assert again.returncode == 1
 
 
+@pytest.mark.parametrize("cut", ["empty", "half"])
+def test_cache_files_a_crash_cut_short_are_misses(tmp_path, cut):
+    """Cache files are written without fsync (``summary_cache._store``): one a crash left
+    empty or cut short must read as a miss, never as a (wrong) hit."""
+    root, cache = make_tree(tmp_path), tmp_path / "cache"
+    first, fresh = check(root, "--cache-dir", str(cache))
+    written = [p for p in cache.rglob("*") if p.is_file() and p.parent.name != "locks"]
+    assert first.returncode == 1 and {p.relative_to(cache).parts[0] for p in written} >= {
+        "toc", "src", "results", "names"}
+    for path in written:
+        data = path.read_bytes()
+        path.write_bytes(b"" if cut == "empty" else data[:len(data) // 2])
+    proc, data = check(root, "--cache-dir", str(cache))
+    assert proc.returncode == 1, proc.stderr
+    assert data["stats"]["cache"] == "miss" and outcomes(data) == outcomes(fresh)
+    (root / SAMPLER).write_text((root / SAMPLER).read_text() + "\nX = 1\n")  # src/, toc/
+    fresh_proc, fresh = check(root, "--cache-dir", str(cache), "--no-cache")
+    proc, data = check(root, "--cache-dir", str(cache))
+    assert proc.returncode == fresh_proc.returncode and outcomes(data) == outcomes(fresh)
+
+
 def _forge(entry: dict, how: str, outside: str) -> dict:
     """``outside``: a FIFO outside the tree (opening it for reading would block)."""
     if how == "deps is a list":

@@ -165,3 +165,16 @@ def test_the_data_is_fsynced_before_the_rename(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", lambda a, b: (calls.append("replace"), real_replace(a, b))[1])
     files.write_file(tmp_path / "x", b"data")
     assert calls[:2] == ["fsync", "replace"] and (tmp_path / "x").read_bytes() == b"data"
+
+
+def test_cache_files_are_not_fsynced_and_user_files_are(tmp_path, monkeypatch):
+    from warmlint import files, summary_cache
+
+    calls = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd))[1])
+    summary_cache._store(tmp_path / "cache" / "x", b"data")
+    files.write_file(tmp_path / "y", b"data", durable=False)
+    assert calls == [] and (tmp_path / "cache" / "x").read_bytes() == b"data"
+    files.write_file(tmp_path / "z", b"data")
+    assert len(calls) == 2  # the file, then its directory

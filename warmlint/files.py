@@ -66,11 +66,14 @@ def umask() -> int:
     return current
 
 
-def write_file(path: Path | str, data: bytes, mode: int | None = None) -> None:
+def write_file(path: Path | str, data: bytes, mode: int | None = None,
+               durable: bool = True) -> None:
     """Write ``data`` to ``path`` without replacing anything that is not a regular file.
 
     A regular file or a new path: a temp file in the same directory, fsynced, renamed
-    over it (readers see the old or the new content, never half); an existing file keeps
+    over it (readers see the old or the new content, never half; ``durable=False`` skips
+    the fsyncs, for files whose reader checks what it reads: the cache, where a file a
+    crash left empty or cut short is a miss); an existing file keeps
     its mode and, where allowed, its owner; a new one gets ``mode`` or what the umask
     gives. A symlink is written through (the link stays a link). A character device or a
     FIFO (``/dev/null``, ``/dev/stdout``, a pipe) is written in place. Anything else
@@ -87,10 +90,10 @@ def write_file(path: Path | str, data: bytes, mode: int | None = None) -> None:
                         "device or a FIFO")
     dest = Path(os.path.realpath(path))
     if st is not None:
-        _replace(dest, data, stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid))
+        _replace(dest, data, stat.S_IMODE(st.st_mode), (st.st_uid, st.st_gid), durable)
     else:
         dest.parent.mkdir(parents=True, exist_ok=True)
-        _replace(dest, data, mode if mode is not None else 0o666 & ~umask(), None)
+        _replace(dest, data, mode if mode is not None else 0o666 & ~umask(), None, durable)
 
 
 def _write_in_place(path, data: bytes) -> None:
@@ -105,7 +108,8 @@ def _write_in_place(path, data: bytes) -> None:
         os.close(fd)
 
 
-def _replace(dest: Path, data: bytes, mode: int, owner: tuple | None) -> None:
+def _replace(dest: Path, data: bytes, mode: int, owner: tuple | None,
+             durable: bool = True) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".warmlint-tmp", dir=dest.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -117,7 +121,8 @@ def _replace(dest: Path, data: bytes, mode: int, owner: tuple | None) -> None:
                 except OSError:
                     pass  # not ours to give away: the new file is the writer's
             os.chmod(tmp, mode)
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, dest)
     except BaseException:
         try:
@@ -125,7 +130,8 @@ def _replace(dest: Path, data: bytes, mode: int, owner: tuple | None) -> None:
         except OSError:
             pass
         raise
-    _fsync_dir(dest.parent)
+    if durable:
+        _fsync_dir(dest.parent)
 
 
 def _fsync_dir(directory: Path) -> None:
