@@ -59,10 +59,17 @@ class ExprMixin(ContainerMixin):
         """Evaluate nodes left to right: (state, [values]) pairs."""
         results = [(state, [])]
         for node in nodes:
-            nxt = []
-            for st, vals in results:
-                for st2, val in self.eval(node, st):
-                    nxt.append((st2, vals + [val]))
+            if len(results) == 1:  # one path: its list is its own, extended in place
+                st, vals = results[0]
+                got = self.eval(node, st)
+                if len(got) == 1:
+                    vals.append(got[0][1])
+                    results = [(got[0][0], vals)]
+                    continue
+                nxt = [(st2, vals + [val]) for st2, val in got]
+            else:
+                nxt = [(st2, vals + [val]) for st, vals in results
+                       for st2, val in self.eval(node, st)]
             results = nxt if len(nxt) < 2 else join_pairs(
                 nxt, self.policy.keeps_config_paths, JOIN_OPERANDS_OVER)
         return results
