@@ -172,3 +172,20 @@ def test_a_warm_join_keeps_the_made_rows_of_the_path_that_never_wrote_them():
     assert {o.value for o in tables.element(joined, table).options} == {-1, 0}
     assert {o.value for o in tables.element(join_states(State({}), wrote, warmup=True),
                                             table).options} == {-1, 0}
+
+
+def test_paths_binding_alike_in_another_order_are_joined():
+    """The bindings key (``joins._bindings``) is the multiset of what the paths bound:
+    written in another order the same bindings join; one binding more keeps them apart."""
+    from warmlint.joins import merge_states
+    from warmlint.resolve import FuncRef
+    from warmlint.values import Const, Func
+
+    cuda, native = Func(FuncRef("m", "forward_cuda")), Func(FuncRef("m", "forward_native"))
+    one = State({}, heap={(1, "forward"): cuda, (1, "use_fi"): Const(True)})
+    other = State({}, heap={(1, "use_fi"): Const(True), (1, "forward"): cuda})
+    assert len(merge_states([one, other])) == 1
+    apart = State({}, heap={(1, "use_fi"): Const(True), (1, "forward"): native})
+    assert len(merge_states([one, apart])) == 2
+    more = State({}, heap={**one.heap, (1, "fallback"): Const(None)})
+    assert len(merge_states([one, more])) == 2

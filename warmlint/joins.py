@@ -10,6 +10,8 @@ Joined facts are those true on both paths, so a join loses precision, never soun
 
 from __future__ import annotations
 
+from collections import Counter
+
 from warmlint import guards
 from warmlint.state import State, SymFact, div_key
 from warmlint.values import ClassVal, Const, Func, Lambda, Obj, OneOf, TestOutcome, join
@@ -82,7 +84,8 @@ def _binding_key(heap: dict) -> tuple:
                     out.append((key, "flag", repr(opt.value)))  # a flag: see calls._flags
             elif kind in _BUILT:
                 out.append((key, kind.__name__, id(getattr(opt, "node", opt))))
-    return tuple(sorted(out, key=repr)) if len(out) > 1 else tuple(out)
+    # order-free, without sorting by repr (a table's repr walks it): the multiset itself
+    return (frozenset(Counter(out).items()),) if len(out) > 1 else tuple(out)
 
 
 _CONSTS = (Const, TestOutcome)
