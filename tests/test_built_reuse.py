@@ -207,6 +207,21 @@ def test_a_copy_is_fresh_keeps_sharing_and_swaps_what_keep_gives():
     assert a.attrs["flag"].value is True and digest(copy) != digest(holder)
 
 
+def test_a_value_is_shared_unless_it_holds_what_the_copy_replaces():
+    from warmlint.values import OneOf
+
+    plain = OneOf((Const(1), Sym("k", "request", "k")))
+    assert copy_graph(plain, lambda v: None) is plain  # nothing in it to copy
+    again = copy_graph(plain, lambda v: None, fresh=True)  # each its own, as if made again
+    assert again is not plain and again.options[0] is not plain.options[0]
+    assert again.options[0].value == 1 and again.options[1].key == "k"
+    mine, theirs = Obj(CLS, {}), Obj(CLS, {})
+    holding = OneOf((Const(1), mine))
+    swapped = copy_graph(holding, lambda v: theirs if v is mine else None)
+    assert swapped is not holding and swapped.options[1] is theirs
+    assert swapped.options[0] is holding.options[0] and holding.options[1] is mine
+
+
 def test_slots_resolve_to_the_receivers_objects():
     mine = Obj(CLS, {})
     stored = copy_graph(Obj(CLS, {"arg": mine}), lambda v: Slot(0) if v is mine else None)

@@ -20,6 +20,8 @@ leaves of one process share.
 
 from __future__ import annotations
 
+import operator
+
 from dataclasses import dataclass
 
 from warmlint.interp.tables import Table, new as new_table
@@ -227,8 +229,9 @@ class _Copy:
         if got is not None:
             return got
         one = self.one
-        if t is tuple:
-            return tuple([x if type(x) in SHARED else one(x) for x in v])
+        if t is tuple:  # the same tuple where nothing in it is copied
+            out = [x if type(x) in SHARED else one(x) for x in v]
+            return v if all(map(operator.is_, out, v)) else tuple(out)
         if t is set or t is frozenset:
             return t(one(x) for x in v)
         if t is list:
@@ -248,12 +251,19 @@ class _Copy:
                 if out is not None:
                     self.done[id(v)] = out
                     return out
-            fields = {k: x if type(x) in SHARED else one(x) for k, x in v.__dict__.items()}
-            if not self.fresh and all(fields[k] is x for k, x in v.__dict__.items()):
+            fields = None  # the copied fields, from the first that changed
+            for k, x in v.__dict__.items():
+                if type(x) not in SHARED:
+                    y = one(x)
+                    if y is not x:
+                        if fields is None:
+                            fields = dict(v.__dict__)
+                        fields[k] = y
+            if fields is None and not self.fresh:
                 out = v
             else:
                 out = object.__new__(t)
-                out.__dict__.update(fields)
+                out.__dict__.update(v.__dict__ if fields is None else fields)
             self.done[id(v)] = out
             return out
         return v  # syntax nodes, parsed functions: shared, never written
