@@ -125,7 +125,11 @@ class Pool:
 
     # -- in the parent -------------------------------------------------------------------
     def gather(self, results: dict, max_leaves: int) -> None:
-        """Run every leaf the enumeration reaches in the workers; ``results`` grows."""
+        """Run every leaf the enumeration reaches in the workers; ``results`` grows. An
+        idle worker gets the pending leaf nearest the one it ran last (``_nearest``).
+        Measured and not kept (stop 48): this process running leaves too, beside one
+        worker less, each worker kept two leaves deep (vLLM 0.34.0's ``sample()`` edit at
+        ``-j 2`` 1.98 -> 2.10 s, the fork's 2.38 -> 2.59 s)."""
         from multiprocessing.connection import wait
 
         busy: dict = {}  # connection -> the prefix it runs
