@@ -23,7 +23,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from warmlint import shift, unit_deps
+from warmlint import cache_prune, shift, unit_deps
 from warmlint.files import DATA_MAX_BYTES, DEFAULT_MAX_BYTES, read_regular, write_file
 
 
@@ -43,6 +43,13 @@ def _store(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         write_file(path, data, 0o600, durable=False)
+    except OSError:
+        pass
+
+
+def _used(path: Path) -> None:
+    try:
+        os.utime(path)
     except OSError:
         pass
 
@@ -210,6 +217,8 @@ class SummaryCache:
             result, anchors = got
         if changed:
             self.put_result(key, deps, result, codes, anchors, units, payload.get("names"))
+        else:
+            _used(self._result_path(key))  # kept by cache_prune while it is used
         return result
 
     def put_result(self, key: str, deps: dict[str, str], result: Any,
@@ -227,6 +236,7 @@ class SummaryCache:
         _store(self._result_path(key), json.dumps(
             {"format": FORMAT, "deps": deps, "codes": codes or {}, "anchors": anchors or {},
              "units": units or {}, "names": names, "result": result}).encode())
+        cache_prune.prune(self.dir)  # at most once a day
 
     def _names_path(self, key: str) -> Path:
         return self.dir / "names" / self._result_path(key).name
