@@ -15,12 +15,11 @@ the user. Errors are ignored: pruning never fails a run.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 
-from warmlint.files import DATA_MAX_BYTES, read_regular
+from warmlint.files import read_json
 
 MAX_AGE = 30 * 86400  # seconds unused before an entry goes
 EVERY = 86400  # seconds between prunes of one cache directory
@@ -71,12 +70,10 @@ def _results(directory: Path, cutoff: float) -> tuple[int, set]:
             gone += _unlink(path)
             continue
         kept.add(path.name)
-        try:
-            payload = json.loads(read_regular(path, DATA_MAX_BYTES))
-            deps = payload.get("deps") if isinstance(payload, dict) else None
-            named.update(v for v in (deps or {}).values() if isinstance(v, str))
-        except (OSError, ValueError, RecursionError, AttributeError):
-            pass  # unreadable: names nothing (what it would have named may go)
+        payload = read_json(path)  # unreadable: names nothing (what it named may go)
+        deps = payload.get("deps") if isinstance(payload, dict) else None
+        if isinstance(deps, dict):
+            named.update(v for v in deps.values() if isinstance(v, str))
     for path in _files(directory / "names"):
         if path.name not in kept and _older(path, cutoff):
             gone += _unlink(path)

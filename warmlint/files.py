@@ -11,6 +11,7 @@ only onto regular files (or new paths), through symlinks, keeping modes.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import tempfile
@@ -58,6 +59,15 @@ def read_regular(path: Path | str, limit: int | None = DEFAULT_MAX_BYTES) -> byt
         return b"".join(chunks)
     finally:
         os.close(fd)
+
+
+def read_json(path: Path | str):
+    """The JSON document in a regular file of at most ``DATA_MAX_BYTES``, or None
+    (missing, not a regular file, too big, not JSON, nested too deeply)."""
+    try:
+        return json.loads(read_regular(path, DATA_MAX_BYTES))
+    except (OSError, ValueError, RecursionError):
+        return None
 
 
 def umask() -> int:

@@ -53,14 +53,8 @@ def pending(results: dict, max_leaves: int) -> tuple[list, int]:
 def _nearest(todo: list, before: tuple) -> int:
     """The index in ``todo`` of the first prefix that shares the longest start with
     ``before``: leaves alike replay more of what their worker learned."""
-    def shared(prefix):
-        n = 0
-        for a, b in zip(prefix, before):
-            if a != b:
-                break
-            n += 1
-        return n
-    return max(range(len(todo)), key=lambda i: (shared(todo[i]), -i))
+    return max(range(len(todo)),
+               key=lambda i: (len(os.path.commonprefix([todo[i], before])), -i))
 
 
 class Pool:

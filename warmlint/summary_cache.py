@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from warmlint import cache_prune, shift, unit_deps
-from warmlint.files import DATA_MAX_BYTES, DEFAULT_MAX_BYTES, read_regular, write_file
+from warmlint.files import DATA_MAX_BYTES, DEFAULT_MAX_BYTES, read_json, read_regular, write_file
 
 
 def default_cache_dir() -> Path:
@@ -37,7 +37,7 @@ def default_cache_dir() -> Path:
 
 def _store(path: Path, data: bytes) -> None:
     """Write a cache file, private to this user; a read-only cache is a slow cache. No
-    fsync: every read checks what it reads (``_load``'s JSON and formats, ``stored_code``'s
+    fsync: every read checks what it reads (``read_json`` and the formats, ``stored_code``'s
     and ``names``' SHA-1, a TOC's digest), so a file a crash cut short is a miss, and a
     cold run writes ~90 of them (fsyncs: 0.04 s here, more on a laptop's disk)."""
     try:
@@ -52,14 +52,6 @@ def _used(path: Path) -> None:
         os.utime(path)
     except OSError:
         pass
-
-
-def _load(path: Path):
-    """A stored JSON document, or None (missing, not a regular file, too big, not JSON)."""
-    try:
-        return json.loads(read_regular(path, DATA_MAX_BYTES))
-    except (OSError, ValueError, RecursionError):
-        return None
 
 
 def inside_tree(rel) -> bool:
@@ -119,7 +111,7 @@ class SummaryCache:
     def get_toc(self, digest: str, name: str, rel: str):
         from warmlint.toc_json import Malformed, decode
 
-        payload = _load(self._toc_path(digest))
+        payload = read_json(self._toc_path(digest))
         if not isinstance(payload, dict) or payload.get("format") != FORMAT:
             return None
         try:
@@ -167,7 +159,7 @@ class SummaryCache:
         changed only in ways ``code_digest(bytes, rel)`` ignores (a comment) still holds; a
         file whose code only moved (same shape, ``shift.py``) holds with the result's
         positions moved. The entry is then re-stored, so the next run is a plain hit."""
-        payload = _load(self._result_path(key))
+        payload = read_json(self._result_path(key))
         if not _well_formed(payload):
             return None
         deps, codes = dict(payload["deps"]), dict(payload["codes"])

@@ -21,7 +21,6 @@ leaves of one process share.
 from __future__ import annotations
 
 import operator
-
 from dataclasses import dataclass
 
 from warmlint.interp.tables import Table, new as new_table
